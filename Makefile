@@ -1,0 +1,37 @@
+# Two commands do all set-up on a fresh machine (see README.md):
+#   make book   - create/reuse .venv, install, build the HTML book (clean, strict)
+#   make test   - create/reuse .venv, install, run every test (library, notebooks, book build)
+# Both need python3 (>= 3.10); `make book` also needs node/npm (for the offline JavaScript).
+
+PYTHON  ?= python3
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+STAMP   := $(VENV)/.installed
+TIMED   := scripts/timed.sh
+export COURSE_LIB_DATA ?= $(abspath ../shared/data)
+export PYTHONHASHSEED := 0
+export MPLBACKEND := Agg
+
+.PHONY: book test install test-lib clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+book: $(STAMP)
+	rm -rf _build
+	$(TIMED) "book build (clean, strict)" $(VENV)/bin/jupyter-book build . -W --keep-going
+	@echo "Open _build/html/index.html"
+
+test-lib: $(STAMP)
+	$(TIMED) "library tests" $(PY) -m pytest tests/lib -q
+
+test: $(STAMP)
+	$(TIMED) "library tests" $(PY) -m pytest tests/lib -q
+
+clean:
+	rm -rf _build .pytest_cache

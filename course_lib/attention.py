@@ -1,0 +1,283 @@
+"""Scaled dot-product attention and multi-head attention (chapters 4 and 5).
+
+Mask convention (see :mod:`course_lib.masks`): a bool tensor, ``True`` = may
+attend, broadcastable to ``(batch, n_heads, q_len, k_len)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .masks import check_mask
+
+__all__ = ["scaled_dot_product_attention", "MultiHeadAttention", "KVCache"]
+
+
+def scaled_dot_product_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    *,
+    scale: float | None = None,
+) -> tuple[Tensor, Tensor]:
+    """``softmax(q k^T / sqrt(d_k)) v``, written out by hand.
+
+    Args:
+        q: queries, shape ``(..., q_len, d_k)``; ``...`` is usually
+            ``(batch, n_heads)`` or ``(batch,)``.
+        k: keys, shape ``(..., k_len, d_k)`` with the same leading dims as ``q``.
+        v: values, shape ``(..., k_len, d_v)``.
+        mask: optional bool tensor broadcastable to ``(..., q_len, k_len)``;
+            ``True`` = may attend (the course's convention, the same as
+            :func:`torch.nn.functional.scaled_dot_product_attention`).
+        dropout_p: dropout probability applied to the attention weights
+            (applied whenever ``dropout_p > 0``; pass ``0.0`` at evaluation).
+        scale: multiplier of the scores; default ``1 / sqrt(d_k)``.
+
+    Returns:
+        ``(output, weights)``: ``output`` of shape ``(..., q_len, d_v)`` and the
+        attention ``weights`` of shape ``(..., q_len, k_len)`` (before dropout,
+        rows sum to 1). Both have ``q``'s dtype.
+
+    Masked entries get the most negative finite value of the dtype (not -1e9,
+    which overflows float16, and not -inf, which turns a fully masked row into
+    NaN); after the softmax the masked weights are set to exactly zero. So a
+    query row with no allowed key gets zero weights, a zero output and finite
+    (zero) gradients.
+
+    Raises:
+        ValueError: mismatched ``d_k`` of ``q`` and ``k``, different numbers of
+            keys and values, mismatched leading (batch/head) dimensions, a mask
+            that does not broadcast, or ``dropout_p`` outside ``[0, 1)``.
+        TypeError: a mask that is not ``torch.bool``.
+
+    Source: Vaswani et al. (2017), section 3.2.1, equation (1).
+    """
+    if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
+        raise ValueError(
+            f"q, k, v need at least 2 dims (..., seq_len, d); got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if q.size(-1) != k.size(-1):
+        raise ValueError(f"q and k must share d_k (last dim); got q {tuple(q.shape)} and k {tuple(k.shape)}")
+    if k.size(-2) != v.size(-2):
+        raise ValueError(f"k and v must have the same number of keys (dim -2); got k {tuple(k.shape)} and v {tuple(v.shape)}")
+    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+        raise ValueError(
+            f"q, k, v must share their leading (batch, heads) dims; got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p must be in [0, 1); got {dropout_p}")
+    d_k = q.size(-1)
+    scale = 1.0 / math.sqrt(d_k) if scale is None else scale
+
+    scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # (..., q_len, k_len)
+    if mask is not None:
+        check_mask(mask, scores.shape, "mask")
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1)
+    if mask is not None:
+        # A fully masked row had a uniform softmax over equal (minimal) scores;
+        # zero every blocked entry so such rows attend to nothing.
+        weights = weights.masked_fill(~mask, 0.0)
+    attn = F.dropout(weights, p=dropout_p) if dropout_p > 0.0 else weights
+    return torch.matmul(attn, v), weights
+
+
+@dataclass
+class KVCache:
+    """Keys and values of one attention layer, kept between decoding steps.
+
+    Attributes:
+        key: ``(batch, n_heads, cached_len, d_k)`` or ``None`` before the first step.
+        value: ``(batch, n_heads, cached_len, d_k)`` or ``None``.
+        static: ``False`` for decoder self-attention (each step appends the new
+            position's key and value); ``True`` for cross-attention (the keys and
+            values of the encoder ``memory`` are computed once and reused).
+
+    Source: chapter 10 (incremental decoding); not in the paper.
+    """
+
+    key: Tensor | None = None
+    value: Tensor | None = None
+    static: bool = False
+
+    @property
+    def length(self) -> int:
+        """Number of cached positions (0 when empty)."""
+        return 0 if self.key is None else self.key.size(-2)
+
+    def reorder(self, index: Tensor) -> None:
+        """Select batch rows in place (beam search): ``key = key[index]``.
+
+        Args:
+            index: long tensor of shape ``(new_batch,)`` with row indices.
+        """
+        if self.key is not None:
+            self.key = self.key.index_select(0, index)
+            self.value = self.value.index_select(0, index)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention with optional fused QKV projection and a KV cache.
+
+    ``MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_O`` with
+    ``head_i = Attention(Q W_Q_i, K W_K_i, V W_V_i)``; every head has width
+    ``d_k = d_model // n_heads``.
+
+    Args:
+        d_model: model width.
+        n_heads: number of heads; must divide ``d_model``.
+        dropout: dropout on the attention weights (paper: the same rate as
+            elsewhere; PyTorch's layers apply it here too).
+        bias: whether the projections have biases.
+        fused_qkv: use one ``(3 d_model, d_model)`` projection for Q, K and V
+            (one matmul for self-attention). Gives exactly the results of three
+            separate projections holding the same weights. For cross-attention
+            the fused weight is sliced.
+
+    Shapes (batch first):
+        ``query``: ``(batch, q_len, d_model)``; ``key``/``value``:
+        ``(batch, k_len, d_model)`` (default: ``query``, i.e. self-attention);
+        ``mask``: bool, ``True`` = may attend, broadcastable to
+        ``(batch, n_heads, q_len, k_len)``.
+        Returns ``(output, weights)``: ``output`` ``(batch, q_len, d_model)``;
+        ``weights`` ``(batch, n_heads, q_len, k_len)`` when ``need_weights`` is
+        true, else ``None``. If ``record_weights`` is set on the module, the
+        last weights are also kept (detached) in ``last_weights`` for plotting.
+
+    KV cache: pass a :class:`KVCache`. With ``static=False`` the projected keys
+    and values of the new positions are appended to the cache (decoder
+    self-attention, one or more new tokens per step); with ``static=True`` they
+    are computed from ``key``/``value`` on the first call and reused afterwards
+    (cross-attention over the encoder memory). The results equal recomputing
+    attention over the whole prefix.
+
+    Raises:
+        ValueError: ``d_model % n_heads != 0`` (naming both numbers); inputs
+            whose last dim is not ``d_model``; mismatched batch sizes.
+
+    Source: Vaswani et al. (2017), section 3.2.2 and figure 2.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        fused_qkv: bool = False,
+    ) -> None:
+        super().__init__()
+        if n_heads < 1 or d_model < 1 or d_model % n_heads != 0:
+            raise ValueError(
+                f"d_model={d_model} must be a positive multiple of n_heads={n_heads} "
+                f"(each head gets d_k = d_model / n_heads)"
+            )
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.d_k = d_model // n_heads
+        self.dropout = dropout
+        self.fused_qkv = fused_qkv
+        if fused_qkv:
+            self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
+        else:
+            self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+            self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+            self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.record_weights = False
+        self.last_weights: Tensor | None = None
+        self._reset_parameters()
+
+    def _reset_parameters(self) -> None:
+        for lin in self._linears():
+            nn.init.xavier_uniform_(lin.weight)
+            if lin.bias is not None:
+                nn.init.zeros_(lin.bias)
+
+    def _linears(self) -> list[nn.Linear]:
+        if self.fused_qkv:
+            return [self.qkv_proj, self.out_proj]
+        return [self.q_proj, self.k_proj, self.v_proj, self.out_proj]
+
+    # -- projections -------------------------------------------------------
+    def _project(self, x: Tensor, which: int) -> Tensor:
+        """Project with W_Q (which=0), W_K (1) or W_V (2)."""
+        if self.fused_qkv:
+            d = self.d_model
+            w = self.qkv_proj.weight[which * d : (which + 1) * d]
+            b = None if self.qkv_proj.bias is None else self.qkv_proj.bias[which * d : (which + 1) * d]
+            return F.linear(x, w, b)
+        return (self.q_proj, self.k_proj, self.v_proj)[which](x)
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        """``(batch, seq_len, d_model)`` -> ``(batch, n_heads, seq_len, d_k)``.
+
+        A ``view`` to ``(batch, seq_len, n_heads, d_k)`` then a ``transpose``:
+        reshaping straight to ``(batch, n_heads, seq_len, d_k)`` would mix
+        positions into heads (chapter 5 shows the wrong result).
+        """
+        batch, seq_len, _ = x.shape
+        return x.view(batch, seq_len, self.n_heads, self.d_k).transpose(1, 2)
+
+    def merge_heads(self, x: Tensor) -> Tensor:
+        """``(batch, n_heads, seq_len, d_k)`` -> ``(batch, seq_len, d_model)``."""
+        batch, _, seq_len, _ = x.shape
+        return x.transpose(1, 2).contiguous().view(batch, seq_len, self.d_model)
+
+    # -- forward -------------------------------------------------------------
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor | None = None,
+        value: Tensor | None = None,
+        mask: Tensor | None = None,
+        *,
+        need_weights: bool = False,
+        cache: KVCache | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        self_attention = key is None and value is None
+        key = query if key is None else key
+        value = key if value is None else value
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            if t.dim() != 3 or t.size(-1) != self.d_model:
+                raise ValueError(f"{name} must have shape (batch, seq_len, {self.d_model}); got {tuple(t.shape)}")
+        if not (query.size(0) == key.size(0) == value.size(0)):
+            raise ValueError(
+                f"batch sizes differ: query {query.size(0)}, key {key.size(0)}, value {value.size(0)}"
+            )
+        if key.size(1) != value.size(1):
+            raise ValueError(f"key and value must have the same length; got {key.size(1)} and {value.size(1)}")
+
+        if cache is not None and cache.static and cache.key is not None:
+            q = self.split_heads(self._project(query, 0))
+            k, v = cache.key, cache.value
+        else:
+            if self.fused_qkv and self_attention:
+                q_flat, k_flat, v_flat = self.qkv_proj(query).chunk(3, dim=-1)
+            else:
+                q_flat = self._project(query, 0)
+                k_flat, v_flat = self._project(key, 1), self._project(value, 2)
+            q, k, v = self.split_heads(q_flat), self.split_heads(k_flat), self.split_heads(v_flat)
+            if cache is not None:
+                if not cache.static and cache.key is not None:
+                    k = torch.cat([cache.key, k], dim=2)
+                    v = torch.cat([cache.value, v], dim=2)
+                cache.key, cache.value = k, v
+
+        out, weights = scaled_dot_product_attention(
+            q, k, v, mask=mask, dropout_p=self.dropout if self.training else 0.0
+        )
+        if self.record_weights:
+            self.last_weights = weights.detach()
+        return self.out_proj(self.merge_heads(out)), (weights if need_weights else None)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, fused_qkv={self.fused_qkv}"

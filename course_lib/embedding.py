@@ -1,0 +1,70 @@
+"""Token embeddings (chapter 2)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["TokenEmbedding"]
+
+
+class TokenEmbedding(nn.Module):
+    """Look up a learned vector per token id and scale it by ``sqrt(d_model)``.
+
+    The lookup ``weight[tokens]`` equals ``one_hot(tokens) @ weight``; the scale
+    keeps the embedding's magnitude comparable to the sinusoidal positional
+    signal (whose entries lie in ``[-1, 1]``) when the weights are initialised
+    with standard deviation ``d_model ** -0.5`` (as here) or shared with the
+    output projection.
+
+    Args:
+        vocab_size: number of token ids, ``V``.
+        d_model: embedding width.
+        padding_idx: optional id whose vector is kept at zero and gets no
+            gradient (as in :class:`torch.nn.Embedding`).
+
+    Shapes:
+        ``tokens``: ``(batch, seq_len)`` integer (``torch.long``/``int``) ids in
+        ``[0, vocab_size)`` -> ``(batch, seq_len, d_model)`` float (the weight's
+        dtype, float32 by default).
+
+    Raises:
+        ValueError: non-positive sizes; ``tokens`` not an integer tensor; an id
+            outside ``[0, vocab_size)`` (named, instead of an index error deep
+            inside PyTorch).
+
+    Source: Vaswani et al. (2017), section 3.4 ("In the embedding layers, we
+    multiply those weights by sqrt(d_model)").
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, padding_idx: int | None = None) -> None:
+        super().__init__()
+        if vocab_size < 1 or d_model < 1:
+            raise ValueError(f"vocab_size and d_model must be positive; got vocab_size={vocab_size}, d_model={d_model}")
+        self.vocab_size = vocab_size
+        self.d_model = d_model
+        self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)
+        nn.init.normal_(self.embedding.weight, mean=0.0, std=d_model**-0.5)
+        if padding_idx is not None:
+            with torch.no_grad():
+                self.embedding.weight[padding_idx].zero_()
+        self.scale = math.sqrt(d_model)
+
+    @property
+    def weight(self) -> Tensor:
+        """The ``(vocab_size, d_model)`` embedding matrix (shareable with the output layer)."""
+        return self.embedding.weight
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        if tokens.dtype.is_floating_point or tokens.dtype == torch.bool or tokens.is_complex():
+            raise ValueError(f"tokens must be an integer tensor of ids; got dtype {tokens.dtype}")
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size):
+            raise ValueError(
+                f"tokens must lie in [0, {self.vocab_size}); got min {int(tokens.min())}, max {int(tokens.max())}"
+            )
+        return self.embedding(tokens) * self.scale
+
+    def extra_repr(self) -> str:
+        return f"vocab_size={self.vocab_size}, d_model={self.d_model}, scale=sqrt({self.d_model})"

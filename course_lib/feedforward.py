@@ -1,0 +1,54 @@
+"""The position-wise feed-forward network (chapter 6)."""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = ["PositionwiseFeedForward"]
+
+_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
+
+
+class PositionwiseFeedForward(nn.Module):
+    """``FFN(x) = W_2 act(W_1 x + b_1) + b_2``, applied to every position alone.
+
+    Args:
+        d_model: input and output width.
+        d_ff: inner width (paper: ``4 * d_model`` = 2048).
+        dropout: dropout on the inner activations (as in
+            :class:`torch.nn.TransformerEncoderLayer`; the paper's residual
+            dropout is applied by :class:`course_lib.layers.ResidualSublayer`).
+        activation: ``"relu"`` (paper) or ``"gelu"`` (exact erf form, as
+            :func:`torch.nn.functional.gelu`; used by BERT/GPT).
+
+    Shapes:
+        ``x``: ``(batch, seq_len, d_model)`` float -> ``(batch, seq_len, d_model)``.
+        Positions never mix: permuting the positions of the input permutes the
+        output the same way.
+
+    Raises:
+        ValueError: unknown ``activation``; non-positive sizes.
+
+    Source: Vaswani et al. (2017), section 3.3, equation (2).
+    """
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu") -> None:
+        super().__init__()
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}; got {activation!r}")
+        if d_model < 1 or d_ff < 1:
+            raise ValueError(f"d_model and d_ff must be positive; got d_model={d_model}, d_ff={d_ff}")
+        self.activation = activation
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+        for lin in (self.linear1, self.linear2):
+            nn.init.xavier_uniform_(lin.weight)
+            nn.init.zeros_(lin.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.linear2(self.dropout(_ACTIVATIONS[self.activation](self.linear1(x))))
+
+    def extra_repr(self) -> str:
+        return f"activation={self.activation!r}"
