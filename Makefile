@@ -23,6 +23,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 book: $(STAMP)
+	$(TIMED) "vendor offline JavaScript" scripts/vendor_js.sh
 	rm -rf _build
 	$(TIMED) "book build (clean, strict)" $(VENV)/bin/jupyter-book build . -W --keep-going
 	@echo "Open _build/html/index.html"
