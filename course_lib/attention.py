@@ -243,6 +243,27 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool = False,
         cache: KVCache | None = None,
     ) -> tuple[Tensor, Tensor | None]:
+        """Attend from ``query`` to ``key``/``value`` (self-attention when both are omitted).
+
+        Args:
+            query: ``(batch, q_len, d_model)``.
+            key: ``(batch, k_len, d_model)``; default ``query``.
+            value: ``(batch, k_len, d_model)``; default ``key``.
+            mask: bool, ``True`` = may attend, broadcastable to
+                ``(batch, n_heads, q_len, k_len)`` (with a cache, ``k_len``
+                counts the cached positions too).
+            need_weights: also return the per-head weights.
+            cache: optional :class:`KVCache` (see the class docstring).
+
+        Returns:
+            ``(output, weights)``: ``(batch, q_len, d_model)`` and
+            ``(batch, n_heads, q_len, k_len)`` or ``None``.
+
+        Raises:
+            ValueError: wrong last dimension, mismatched batch sizes or
+                key/value lengths, or a mask that does not broadcast.
+            TypeError: a mask that is not ``torch.bool``.
+        """
         self_attention = key is None and value is None
         key = query if key is None else key
         value = key if value is None else value
