@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Every check of the project, stage by stage (called by `make test`).
+# Each stage prints its wall time; all stages run even when one fails, and the
+# script exits non-zero if any failed. Usage: scripts/test_all.sh [PYTHON]
+set -u
+cd "$(dirname "$0")/.."
+PY=${1:-.venv/bin/python}
+BIN=$(dirname "$PY")
+T=scripts/timed.sh
+failed=()
+stage() { local name=$1; shift; "$T" "$name" "$@" || failed+=("$name"); }
+
+stage "library tests (tests/lib)" "$PY" -m pytest tests/lib -q -p no:cacheprovider
+stage "book notebooks (nbval)" "$PY" -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
+    --nbval-sanitize-with book/_sanitize.cfg book
+stage "book build (clean, strict)" make --no-print-directory book VENV="$(dirname "$BIN")"
+
+echo
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "FAILED stages: ${failed[*]}"
+  exit 1
+fi
+echo "All stages passed."
