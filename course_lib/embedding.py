@@ -33,7 +33,8 @@ class TokenEmbedding(nn.Module):
     Raises:
         ValueError: non-positive sizes; ``tokens`` not an integer tensor; an id
             outside ``[0, vocab_size)`` (named, instead of an index error deep
-            inside PyTorch).
+            inside PyTorch; checked for CPU tensors only, to avoid a device
+            synchronisation per step on accelerators).
 
     Source: Vaswani et al. (2017), section 3.4 ("In the embedding layers, we
     multiply those weights by sqrt(d_model)").
@@ -60,7 +61,12 @@ class TokenEmbedding(nn.Module):
     def forward(self, tokens: Tensor) -> Tensor:
         if tokens.dtype.is_floating_point or tokens.dtype == torch.bool or tokens.is_complex():
             raise ValueError(f"tokens must be an integer tensor of ids; got dtype {tokens.dtype}")
-        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size):
+        # The range check reads two numbers back from the device: cheap on the
+        # CPU, a synchronisation per step on a GPU, where it is skipped (an
+        # out-of-range id then fails inside the embedding lookup).
+        if tokens.device.type == "cpu" and tokens.numel() and (
+            int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size
+        ):
             raise ValueError(
                 f"tokens must lie in [0, {self.vocab_size}); got min {int(tokens.min())}, max {int(tokens.max())}"
             )

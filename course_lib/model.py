@@ -9,13 +9,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
 from .attention import MultiHeadAttention
 from .embedding import TokenEmbedding
 from .layers import DecoderLayer, DecoderLayerCache, EncoderLayer
 from .masks import causal_mask, decoder_self_attention_mask, padding_mask
-from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, _check_positions
 
 __all__ = ["TransformerConfig", "Encoder", "Decoder", "DecoderCache", "Transformer"]
 
@@ -118,17 +119,20 @@ def _positional(config: TransformerConfig) -> nn.Module:
         return SinusoidalPositionalEncoding(config.d_model, config.max_len, config.dropout)
     if config.positional == "learned":
         return LearnedPositionalEmbedding(config.d_model, config.max_len, config.dropout)
-    return _NoPosition(config.dropout)
+    return _NoPosition(config.d_model, config.max_len, config.dropout)
 
 
 class _NoPosition(nn.Module):
     """Dropout only: the model sees no word order (chapter 3's experiment)."""
 
-    def __init__(self, dropout: float) -> None:
+    def __init__(self, d_model: int, max_len: int, dropout: float) -> None:
         super().__init__()
+        self.d_model = d_model
+        self.max_len = max_len
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        _check_positions(x, offset, self.max_len, self.d_model)
         return self.dropout(x)
 
 
@@ -136,6 +140,8 @@ def _check_tokens(tokens: Tensor, name: str) -> None:
     if not isinstance(tokens, Tensor) or tokens.dim() != 2:
         shape = tuple(tokens.shape) if isinstance(tokens, Tensor) else type(tokens).__name__
         raise ValueError(f"{name} must be token ids of shape (batch, seq_len); got {shape}")
+    if tokens.dtype.is_floating_point or tokens.dtype == torch.bool or tokens.is_complex():
+        raise ValueError(f"{name} must be an integer tensor of token ids; got dtype {tokens.dtype}")
 
 
 class Encoder(nn.Module):
