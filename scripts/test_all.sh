@@ -11,6 +11,11 @@ failed=()
 stage() { local name=$1; shift; "$T" "$name" "$@" || failed+=("$name"); }
 
 stage "library tests (tests/lib)" "$PY" -m pytest tests/lib -q -p no:cacheprovider
+stage "exercise tests on solutions/ (must all pass)" "$PY" -m pytest tests/exercises -q -p no:cacheprovider \
+    --notebooks solutions
+stage "exercise tests on untouched exercises/ (every stub must fail with its NotImplementedError)" \
+    "$PY" -m pytest tests/exercises/test_exercises.py -q -p no:cacheprovider --notebooks exercises --expect-stubs
+stage "solution notebooks (nbval)" "$PY" -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env solutions
 stage "book notebooks (nbval)" "$PY" -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
     --nbval-sanitize-with book/_sanitize.cfg book
 stage "book build (clean, strict)" make --no-print-directory book VENV="$(dirname "$BIN")"

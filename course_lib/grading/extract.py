@@ -1,0 +1,354 @@
+"""Read the graded code out of an exercise notebook, and load it as a module.
+
+What is graded is what the student *defined*, not what the notebook happened to
+run: from every code cell, in order, only these top-level statements are kept
+
+* ``import ...`` and ``from ... import ...``;
+* ``def`` / ``async def`` / ``class`` definitions (with their decorators);
+* assignments of literal constants to plain names (``D_MODEL = 512``,
+  ``PAD_ID, BOS_ID = 0, 1``, ``NAMES = ("a", "b")``): values that
+  :func:`ast.literal_eval` accepts.
+
+Everything else - demo calls, prints, plots, tensors built at the top level - is
+left out, and so are IPython's shell commands and magics (``!pip ...``,
+``%timeit``, a ``%%bash`` cell): each cell is first translated from IPython's
+syntax to plain Python the way Jupyter does it, so that a magic never counts as
+a syntax error, and the translated magic calls are demo statements.
+
+Beware: keeping a definition is not the same as not running code. Decorators,
+default argument values and class bodies run when the definition runs (see
+``GRADER-NOTES.md``); run untrusted submissions in a separate process.
+
+Source: chapter "Exercises and grading" of the course's design notes
+(``ARCHITECTURE.md``); the exercise/grader contract in
+``tests/exercises/CONTRACT.md``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import linecache
+import re
+import sys
+import traceback
+import types
+from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
+from typing import Iterable
+
+__all__ = ["SubmissionError", "extract_source", "load_namespace"]
+
+
+class SubmissionError(ValueError):
+    """A notebook that cannot be graded: missing, not a notebook, a syntax error,
+    a definition that fails to run, or a required name that is not defined.
+
+    The message says which notebook, what is wrong and where (cell number and
+    line, counting the notebook's cells from 1, markdown cells included), in
+    words meant for the student.
+    """
+
+
+# ---------------------------------------------------------------------------
+# Reading the notebook
+# ---------------------------------------------------------------------------
+def _read_code_cells(notebook_path: str | PathLike[str]) -> tuple[Path, list[tuple[int, str]]]:
+    """Return the path and ``[(cell_number, source), ...]`` of the code cells.
+
+    ``cell_number`` counts every cell of the notebook from 1 (markdown cells
+    included), which is the number a student sees when counting cells.
+
+    Raises:
+        SubmissionError: missing file, not UTF-8 JSON, not an nbformat-4 notebook.
+    """
+    path = Path(notebook_path)
+    if not path.is_file():
+        where = "it is a directory" if path.is_dir() else "no such file"
+        raise SubmissionError(
+            f"notebook {str(path)!r} not found ({where}). Save your notebook under its "
+            f"original name ({path.name}) in the folder being checked."
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SubmissionError(f"notebook {str(path)!r} cannot be read as UTF-8 text: {exc}") from exc
+    try:
+        nb = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SubmissionError(
+            f"notebook {str(path)!r} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
+            f"a .ipynb file must be saved by Jupyter, not edited by hand. Re-download the exercise "
+            f"notebook and copy your code back into it."
+        ) from exc
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        raise SubmissionError(
+            f"{str(path)!r} is JSON but not a Jupyter notebook (expected an object with a "
+            f"'cells' list, nbformat 4)"
+        )
+    major = nb.get("nbformat")
+    if isinstance(major, int) and major < 4:
+        raise SubmissionError(f"notebook {str(path)!r} has nbformat {major}; expected 4 (save it with a current Jupyter)")
+    cells: list[tuple[int, str]] = []
+    for number, cell in enumerate(nb["cells"], start=1):
+        if not isinstance(cell, dict):
+            raise SubmissionError(f"notebook {str(path)!r}: cell {number} is not a cell object")
+        if cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        if isinstance(source, list) and all(isinstance(s, str) for s in source):
+            source = "".join(source)
+        if not isinstance(source, str):
+            raise SubmissionError(f"notebook {str(path)!r}: cell {number} has a malformed 'source' field")
+        cells.append((number, source))
+    return path, cells
+
+
+# ---------------------------------------------------------------------------
+# IPython syntax -> Python
+# ---------------------------------------------------------------------------
+_SHELL_ASSIGN = re.compile(r"^\s*[\w.,\s\[\]()*]+=\s*[!%]")
+_HELP = re.compile(r"^\s*(\?{1,2}[\w.]+|[\w.]+\?{1,2})\s*$")
+
+
+def _strip_magics_fallback(source: str) -> str:
+    """Replace IPython-only lines by ``pass``, keeping the line count.
+
+    Used only when IPython is not importable. A cell that starts with a cell
+    magic (``%%``) is blanked entirely (its body need not be Python).
+    """
+    lines = source.split("\n")
+    first = next((ln for ln in lines if ln.strip()), "")
+    if first.lstrip().startswith("%%"):
+        return "\n" * (len(lines) - 1)
+    out = []
+    for line in lines:
+        stripped = line.lstrip()
+        if stripped.startswith(("!", "%")) or _SHELL_ASSIGN.match(line) or _HELP.match(line):
+            out.append(line[: len(line) - len(stripped)] + "pass")
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+# Cell magics whose body is Python that Jupyter runs in the notebook's namespace:
+# their definitions count (the magic line itself is dropped).
+_PYTHON_BODY_CELL_MAGICS = re.compile(r"^%%(time|capture)\b")
+
+
+def _to_python(source: str) -> str:
+    """Translate one cell from IPython syntax to plain Python (as Jupyter runs it)."""
+    lines = source.split("\n")
+    first = next((i for i, ln in enumerate(lines) if ln.strip()), None)
+    if first is not None and _PYTHON_BODY_CELL_MAGICS.match(lines[first].strip()):
+        lines[first] = ""  # keep the line numbers of the body
+        source = "\n".join(lines)
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+    except ImportError:  # pragma: no cover - exercised through monkeypatching in the tests
+        return _strip_magics_fallback(source)
+    try:
+        return TransformerManager().transform_cell(source)
+    except Exception:  # IPython gave up on odd input: keep going with the simple rules
+        return _strip_magics_fallback(source)
+
+
+# ---------------------------------------------------------------------------
+# Choosing the statements
+# ---------------------------------------------------------------------------
+def _is_literal_assignment(node: ast.stmt) -> bool:
+    def plain_targets(target: ast.expr) -> bool:
+        if isinstance(target, ast.Name):
+            return True
+        if isinstance(target, (ast.Tuple, ast.List)):
+            return all(plain_targets(t) for t in target.elts)
+        return False
+
+    if isinstance(node, ast.Assign):
+        targets, value = node.targets, node.value
+    elif isinstance(node, ast.AnnAssign) and node.value is not None and node.simple:
+        targets, value = [node.target], node.value
+    else:
+        return False
+    if not all(plain_targets(t) for t in targets):
+        return False
+    try:
+        ast.literal_eval(value)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+def _is_kept(node: ast.stmt) -> bool:
+    return isinstance(
+        node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    ) or _is_literal_assignment(node)
+
+
+def _is_future_import(node: ast.stmt) -> bool:
+    return isinstance(node, ast.ImportFrom) and node.module == "__future__"
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    cell: int  # cell number in the notebook (from 1)
+    first_line: int  # line of the chunk's first line inside the cell (from 1)
+    text: str
+
+
+def _extract(notebook_path: str | PathLike[str]) -> tuple[Path, list[str], list[_Chunk]]:
+    """Return the path, the ``__future__`` imports and the kept chunks, in order."""
+    path, cells = _read_code_cells(notebook_path)
+    futures: list[str] = []
+    chunks: list[_Chunk] = []
+    for number, raw in cells:
+        source = _to_python(raw)
+        try:
+            # Compile the whole cell (as Jupyter would run it) so that errors only the
+            # compiler sees ('return' outside a function, ...) are reported too.
+            compile(source, f"cell {number}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+            tree = ast.parse(source, filename=f"cell {number}")
+        except SyntaxError as exc:
+            code_line = (exc.text or "").rstrip("\n")
+            pointer = f"\n        {code_line.strip()}" if code_line.strip() else ""
+            raise SubmissionError(
+                f"notebook {str(path)!r}: cell {number} has a syntax error on line {exc.lineno}: "
+                f"{exc.msg}{pointer}\nFix it (the cell would not run in Jupyter either), save the "
+                f"notebook and check again."
+            ) from None
+        except (ValueError, OverflowError, RecursionError, MemoryError) as exc:  # e.g. null bytes
+            raise SubmissionError(f"notebook {str(path)!r}: cell {number} cannot be compiled: {exc}") from None
+        lines = source.split("\n")
+        body = tree.body
+        for i, node in enumerate(body):
+            if not _is_kept(node):
+                continue
+            if _is_future_import(node):
+                text = ast.unparse(node)
+                if text not in futures:
+                    futures.append(text)
+                continue
+            start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+            end = node.end_lineno or node.lineno
+            shares_line = node.col_offset != 0 or (i + 1 < len(body) and body[i + 1].lineno == end)
+            if shares_line:  # e.g. "import os; print(os.name)": keep only the import
+                chunks.append(_Chunk(number, node.lineno, ast.unparse(node)))
+            else:
+                chunks.append(_Chunk(number, start, "\n".join(lines[start - 1 : end])))
+    return path, futures, chunks
+
+
+def _assemble(path: Path, futures: list[str], chunks: list[_Chunk]) -> tuple[str, list[tuple[int, int]]]:
+    """Join the chunks; also return, per line of the result, ``(cell, line in cell)`` (0, 0 for headers)."""
+    out: list[str] = [f"# Graded code extracted from {path.name} by course_lib.grading.extract"]
+    where: list[tuple[int, int]] = [(0, 0)]
+    for text in futures:
+        out.append(text)
+        where.append((0, 0))
+    previous_cell = None
+    for chunk in chunks:
+        if chunk.cell != previous_cell:
+            out.append("")
+            out.append(f"# --- cell {chunk.cell} ---")
+            where += [(0, 0), (0, 0)]
+            previous_cell = chunk.cell
+        for offset, line in enumerate(chunk.text.split("\n")):
+            out.append(line)
+            where.append((chunk.cell, chunk.first_line + offset))
+    return "\n".join(out) + "\n", where
+
+
+def extract_source(notebook_path: str | PathLike[str]) -> str:
+    """The graded code of a notebook, as one Python source string.
+
+    Args:
+        notebook_path: path of an ``.ipynb`` file (nbformat 4).
+
+    Returns:
+        Python source: a header comment, any ``from __future__`` imports
+        (moved to the top), then for each code cell (marked ``# --- cell N ---``)
+        its top-level imports, ``def``/``class`` definitions and literal constant
+        assignments, in notebook order, with their original text (comments
+        inside definitions included). Demo statements and IPython magics/shell
+        commands are left out.
+
+    Raises:
+        SubmissionError: the file is missing or is not UTF-8 JSON / not a
+            notebook; a code cell has a syntax error (message gives the cell
+            number, counting all cells from 1, and the line in the cell).
+    """
+    path, futures, chunks = _extract(notebook_path)
+    return _assemble(path, futures, chunks)[0]
+
+
+def _locate(exc: BaseException, filename: str, where: list[tuple[int, int]]) -> str:
+    """``" (cell 5, line 3)"`` for the deepest frame of ``exc`` inside the extracted code."""
+    found = ""
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.filename == filename and frame.lineno and 0 < frame.lineno <= len(where):
+            cell, line = where[frame.lineno - 1]
+            if cell:
+                found = f" (cell {cell}, line {line})"
+    return found
+
+
+def load_namespace(notebook_path: str | PathLike[str], required: Iterable[str] = ()) -> types.ModuleType:
+    """Run a notebook's graded code in a fresh module and return that module.
+
+    Only the statements kept by :func:`extract_source` run, once, in a new
+    :class:`types.ModuleType` (nothing else of the notebook runs). The source is
+    registered with :mod:`linecache` under the name
+    ``"<extracted from PATH>"`` so that tracebacks show the student's lines.
+
+    Args:
+        notebook_path: path of an ``.ipynb`` file.
+        required: names the module must define (e.g. the exercise functions).
+
+    Returns:
+        the module; its attributes are the notebook's definitions.
+
+    Raises:
+        SubmissionError: everything :func:`extract_source` raises; running the
+            definitions raised an exception (message names the exception and,
+            where possible, the cell and line); a name in ``required`` is not
+            defined (all missing names are listed).
+    """
+    required = tuple(required)
+    path, futures, chunks = _extract(notebook_path)
+    source, where = _assemble(path, futures, chunks)
+    filename = f"<extracted from {path}>"
+    stem = re.sub(r"\W", "_", path.stem)
+    module_name = f"submission_{stem}"
+    module = types.ModuleType(module_name, f"Graded code of {path}")
+    try:
+        code = compile(source, filename, "exec", dont_inherit=True)
+    except SyntaxError as exc:  # only possible through odd interactions between cells
+        cell, line = where[exc.lineno - 1] if exc.lineno and 0 < exc.lineno <= len(where) else (0, 0)
+        place = f"cell {cell}, line {line}" if cell else f"line {exc.lineno} of the extracted code"
+        raise SubmissionError(f"notebook {str(path)!r}: syntax error at {place}: {exc.msg}") from None
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    previous = sys.modules.get(module_name)
+    sys.modules[module_name] = module  # dataclasses and typing look the module up while classes are made
+    try:
+        exec(code, module.__dict__)
+    except Exception as exc:
+        raise SubmissionError(
+            f"notebook {str(path)!r}: running its definitions and imports raised "
+            f"{type(exc).__name__}: {exc}{_locate(exc, filename, where)}. Only imports, "
+            f"def/class statements and constants are run when checking; make sure they run "
+            f"in a fresh kernel (Kernel > Restart & Run All)."
+        ) from exc
+    finally:
+        if previous is None:
+            sys.modules.pop(module_name, None)
+        else:
+            sys.modules[module_name] = previous
+    missing = [name for name in required if not hasattr(module, name)]
+    if missing:
+        raise SubmissionError(
+            f"notebook {str(path)!r} does not define {', '.join(repr(m) for m in missing)}. "
+            f"Keep each exercise's function name and signature as given (do not rename it "
+            f"or delete its cell), then save the notebook."
+        )
+    return module

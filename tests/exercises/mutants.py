@@ -1,0 +1,480 @@
+"""Deliberately wrong answers: every one must fail at least one case of its exercise.
+
+Each entry is ``(what is wrong, source)``; the source defines the exercise's
+function (with the common mistake) after ``PRELUDE``. ``test_cases.py`` runs
+every case of the exercise on it and requires a failure, which shows that the
+cases and their tolerances can tell a right answer from a typical wrong one.
+"""
+
+PRELUDE = """
+import math
+import torch
+import torch.nn.functional as F
+"""
+
+MUTANTS: dict[str, list[tuple[str, str]]] = {
+    "2.1": [
+        ("no sqrt(d_model) scale", "def scaled_embedding(tokens, weight):\n    return weight[tokens]"),
+        ("scaled by d_model", "def scaled_embedding(tokens, weight):\n    return weight[tokens] * weight.shape[1]"),
+        ("no validation", "def scaled_embedding(tokens, weight):\n    return weight[tokens.long()] * math.sqrt(weight.shape[1])"),
+    ],
+    "2.2": [
+        ("scaled like the embedding", "def tied_output_logits(hidden, weight):\n    return hidden @ weight.T * math.sqrt(weight.shape[1])"),
+        ("no shape check", "def tied_output_logits(hidden, weight):\n    return hidden[..., : weight.shape[1]] @ weight[:, : hidden.shape[-1]].T"),
+    ],
+    "3.1": [
+        ("sine and cosine swapped", """
+def sinusoidal_encoding(max_len, d_model):
+    if max_len < 1 or d_model < 1:
+        raise ValueError("bad")
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+    angle = pos / 10000 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.cos(angle)
+    pe[:, 1::2] = torch.sin(angle[:, : d_model // 2])
+    return pe
+"""),
+        ("exponent uses the column index, not 2i", """
+def sinusoidal_encoding(max_len, d_model):
+    if max_len < 1 or d_model < 1:
+        raise ValueError("bad")
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+    col = torch.arange(d_model, dtype=torch.float64)
+    angle = pos / 10000 ** (col / d_model)
+    pe = torch.where(col.long() % 2 == 0, torch.sin(angle), torch.cos(angle))
+    return pe
+"""),
+        ("odd d_model: last column made a cosine", """
+def sinusoidal_encoding(max_len, d_model):
+    if max_len < 1 or d_model < 1:
+        raise ValueError("bad")
+    d = d_model + (d_model % 2)
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+    angle = pos / 10000 ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+    pe = torch.zeros(max_len, d, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle)
+    return pe[:, :d_model]
+"""),
+    ],
+    "3.2": [
+        ("rotation in the wrong direction", """
+def relative_position_matrix(k, d_model):
+    if d_model % 2:
+        raise ValueError("odd")
+    m = torch.zeros(d_model, d_model, dtype=torch.float64)
+    for i in range(d_model // 2):
+        w = 1.0 / 10000.0 ** (2 * i / d_model)
+        c, s = math.cos(w * k), math.sin(w * k)
+        m[2 * i, 2 * i], m[2 * i, 2 * i + 1], m[2 * i + 1, 2 * i], m[2 * i + 1, 2 * i + 1] = c, -s, s, c
+    return m
+"""),
+    ],
+    "4.1": [
+        ("no 1/sqrt(d_k) scale", """
+def scaled_dot_product_attention(q, k, v, mask=None):
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError("d_k")
+    scores = q @ k.transpose(-2, -1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    w = torch.softmax(scores, -1)
+    if mask is not None:
+        w = w.masked_fill(~mask, 0.0)
+    return w @ v, w
+"""),
+        ("-inf fill: NaN on a fully masked row", """
+def scaled_dot_product_attention(q, k, v, mask=None):
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError("d_k")
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    w = torch.softmax(scores, -1)
+    return w @ v, w
+"""),
+        ("mask convention inverted (True = blocked)", """
+def scaled_dot_product_attention(q, k, v, mask=None):
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError("d_k")
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(mask, torch.finfo(scores.dtype).min)
+    w = torch.softmax(scores, -1)
+    if mask is not None:
+        w = w.masked_fill(mask, 0.0)
+    return w @ v, w
+"""),
+        ("softmax over the queries", """
+def scaled_dot_product_attention(q, k, v, mask=None):
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError("d_k")
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    w = torch.softmax(scores, -2)
+    if mask is not None:
+        w = w.masked_fill(~mask, 0.0)
+    return w @ v, w
+"""),
+        ("blocked weights not zeroed on a fully masked row", """
+def scaled_dot_product_attention(q, k, v, mask=None):
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError("d_k")
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -1e9)
+    w = torch.softmax(scores, -1)
+    return w @ v, w
+"""),
+    ],
+    "4.2": [
+        ("scaled by sqrt(d_model)", """
+def self_attention(x, w_q, w_k, w_v, mask=None):
+    q, k, v = x @ w_q, x @ w_k, x @ w_v
+    scores = q @ k.transpose(-2, -1) / math.sqrt(x.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    w = torch.softmax(scores, -1)
+    return w @ v, w
+"""),
+    ],
+    "5.1": [
+        ("reshape straight to (batch, heads, len, d_k)", """
+def split_heads(x, n_heads):
+    if x.dim() != 3 or x.shape[-1] % n_heads:
+        raise ValueError("shape")
+    b, n, d = x.shape
+    return x.reshape(b, n_heads, n, d // n_heads)
+"""),
+    ],
+    "5.2": [
+        ("reshape without transposing back", """
+def merge_heads(x):
+    if x.dim() != 4:
+        raise ValueError("shape")
+    b, h, n, d = x.shape
+    return x.reshape(b, n, h * d)
+"""),
+    ],
+    "5.3": [
+        ("scaled by sqrt(d_model) instead of sqrt(d_k)", """
+def multi_head_attention(query, key, value, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    b, lq, d = query.shape
+    lk = key.shape[1]
+    q = (query @ w_q).view(b, lq, n_heads, d // n_heads).transpose(1, 2)
+    k = (key @ w_k).view(b, lk, n_heads, d // n_heads).transpose(1, 2)
+    v = (value @ w_v).view(b, lk, n_heads, d // n_heads).transpose(1, 2)
+    s = q @ k.transpose(-2, -1) / math.sqrt(d)
+    if mask is not None:
+        s = s.masked_fill(~mask, torch.finfo(s.dtype).min)
+    w = torch.softmax(s, -1)
+    return (w @ v).transpose(1, 2).reshape(b, lq, d) @ w_o, w
+"""),
+        ("output projection w_o forgotten", """
+def multi_head_attention(query, key, value, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    b, lq, d = query.shape
+    lk = key.shape[1]
+    q = (query @ w_q).view(b, lq, n_heads, d // n_heads).transpose(1, 2)
+    k = (key @ w_k).view(b, lk, n_heads, d // n_heads).transpose(1, 2)
+    v = (value @ w_v).view(b, lk, n_heads, d // n_heads).transpose(1, 2)
+    s = q @ k.transpose(-2, -1) / math.sqrt(d // n_heads)
+    if mask is not None:
+        s = s.masked_fill(~mask, torch.finfo(s.dtype).min)
+    w = torch.softmax(s, -1)
+    return (w @ v).transpose(1, 2).reshape(b, lq, d), w
+"""),
+    ],
+    "6.1": [
+        ("no ReLU", "def position_wise_ffn(x, w1, b1, w2, b2):\n    return (x @ w1 + b1) @ w2 + b2"),
+        ("ReLU before the bias", "def position_wise_ffn(x, w1, b1, w2, b2):\n    return (torch.relu(x @ w1) + b1) @ w2 + b2"),
+    ],
+    "6.2": [
+        ("tanh approximation", "def gelu(x):\n    return F.gelu(x, approximate='tanh')"),
+        ("sigmoid approximation x * sigmoid(1.702 x)", "def gelu(x):\n    return x * torch.sigmoid(1.702 * x)"),
+    ],
+    "7.1": [
+        ("unbiased variance", """
+def layer_norm(x, gamma, beta, eps=1e-5):
+    return (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=True, keepdim=True) + eps) * gamma + beta
+"""),
+        ("eps outside the square root", """
+def layer_norm(x, gamma, beta, eps=1e-5):
+    return (x - x.mean(-1, keepdim=True)) / (torch.sqrt(x.var(-1, unbiased=False, keepdim=True)) + eps) * gamma + beta
+"""),
+        ("variance as E[x^2] - mean^2 in float32", """
+def layer_norm(x, gamma, beta, eps=1e-5):
+    mean = x.mean(-1, keepdim=True)
+    var = (x * x).mean(-1, keepdim=True) - mean * mean
+    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
+"""),
+        ("eps argument ignored", """
+def layer_norm(x, gamma, beta, eps=1e-5):
+    return F.layer_norm(x, x.shape[-1:], gamma, beta, 1e-5)
+"""),
+    ],
+    "7.2": [
+        ("Post-LN instead of Pre-LN", """
+def pre_ln_sublayer(x, sublayer, gamma, beta, eps=1e-5):
+    return F.layer_norm(x + sublayer(x), x.shape[-1:], gamma, beta, eps)
+"""),
+        ("residual adds the normalised x", """
+def pre_ln_sublayer(x, sublayer, gamma, beta, eps=1e-5):
+    y = F.layer_norm(x, x.shape[-1:], gamma, beta, eps)
+    return y + sublayer(y)
+"""),
+    ],
+    "7.3": [
+        ("Pre-LN instead of Post-LN", """
+def post_ln_sublayer(x, sublayer, gamma, beta, eps=1e-5):
+    return x + sublayer(F.layer_norm(x, x.shape[-1:], gamma, beta, eps))
+"""),
+    ],
+    "8.1": [
+        ("True at the padding", """
+def padding_mask(tokens, pad_id):
+    if tokens.dim() != 2:
+        raise ValueError("tokens")
+    return (tokens == pad_id)[:, None, None, :]
+"""),
+        ("shape (batch, seq_len)", """
+def padding_mask(tokens, pad_id):
+    if tokens.dim() != 2:
+        raise ValueError("tokens")
+    return tokens != pad_id
+"""),
+        ("0/1 integers instead of bool", """
+def padding_mask(tokens, pad_id):
+    if tokens.dim() != 2:
+        raise ValueError("tokens")
+    return (tokens != pad_id).long()[:, None, None, :]
+"""),
+    ],
+    "8.2": [
+        ("upper triangle", """
+def causal_mask(size):
+    if size < 1:
+        raise ValueError("size")
+    return torch.ones(size, size, dtype=torch.bool).triu()[None, None]
+"""),
+        ("diagonal excluded", """
+def causal_mask(size):
+    if size < 1:
+        raise ValueError("size")
+    return torch.ones(size, size, dtype=torch.bool).tril(-1)[None, None]
+"""),
+    ],
+    "8.3": [
+        ("causal only", """
+def decoder_self_attention_mask(tgt, pad_id):
+    n = tgt.shape[1]
+    return torch.ones(n, n, dtype=torch.bool).tril()[None, None].expand(tgt.shape[0], 1, n, n)
+"""),
+        ("padding applied to the queries instead of the keys", """
+def decoder_self_attention_mask(tgt, pad_id):
+    n = tgt.shape[1]
+    return (tgt != pad_id)[:, None, :, None] & torch.ones(n, n, dtype=torch.bool).tril()[None, None]
+"""),
+    ],
+    "9.1": [
+        ("eps spread over the other classes only", """
+def label_smoothed_loss(logits, target, label_smoothing, pad_id):
+    if not 0 <= label_smoothing <= 1:
+        raise ValueError("label_smoothing")
+    lp = torch.log_softmax(logits, -1)
+    v = logits.shape[-1]
+    nll = -lp.gather(-1, target[..., None]).squeeze(-1)
+    others = -(lp.sum(-1) - lp.gather(-1, target[..., None]).squeeze(-1)) / (v - 1)
+    loss = (1 - label_smoothing) * nll + label_smoothing * others
+    keep = (target != pad_id).float()
+    return (loss * keep).sum() / keep.sum()
+"""),
+        ("padding not ignored", """
+def label_smoothed_loss(logits, target, label_smoothing, pad_id):
+    if not 0 <= label_smoothing <= 1:
+        raise ValueError("label_smoothing")
+    v = logits.shape[-1]
+    return F.cross_entropy(logits.reshape(-1, v), target.reshape(-1), label_smoothing=label_smoothing)
+"""),
+        ("sum instead of mean", """
+def label_smoothed_loss(logits, target, label_smoothing, pad_id):
+    if not 0 <= label_smoothing <= 1:
+        raise ValueError("label_smoothing")
+    v = logits.shape[-1]
+    return F.cross_entropy(logits.reshape(-1, v), target.reshape(-1), ignore_index=pad_id,
+                           label_smoothing=label_smoothing, reduction="sum")
+"""),
+    ],
+    "9.2": [
+        ("warm-up exponent -0.5 instead of -1.5", """
+def noam_lr(step, d_model, warmup_steps):
+    if step < 1 or warmup_steps < 1:
+        raise ValueError("step")
+    return d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -0.5)
+"""),
+        ("d_model factor forgotten", """
+def noam_lr(step, d_model, warmup_steps):
+    if step < 1 or warmup_steps < 1:
+        raise ValueError("step")
+    return min(step ** -0.5, step * warmup_steps ** -1.5)
+"""),
+        ("step 0 accepted", """
+def noam_lr(step, d_model, warmup_steps):
+    step = max(step, 1)
+    return d_model ** -0.5 * min(step ** -0.5, step * max(warmup_steps, 1) ** -1.5)
+"""),
+    ],
+    "9.3": [
+        ("roll: the last token wraps around", """
+def shift_right(tgt, bos_id):
+    if tgt.dim() != 2:
+        raise ValueError("tgt")
+    return torch.roll(tgt, 1, dims=1)
+"""),
+        ("modifies tgt in place", """
+def shift_right(tgt, bos_id):
+    if tgt.dim() != 2:
+        raise ValueError("tgt")
+    tgt[:, 1:] = tgt[:, :-1].clone()
+    tgt[:, 0] = bos_id
+    return tgt
+"""),
+    ],
+    "10.1": [
+        ("does not stop at eos", """
+def greedy_decode(step_fn, bos_id, eos_id, max_len):
+    tokens = [bos_id]
+    for _ in range(max_len):
+        tokens.append(int(step_fn(torch.tensor(tokens)).argmax()))
+    return torch.tensor(tokens)
+"""),
+        ("eos left out of the result", """
+def greedy_decode(step_fn, bos_id, eos_id, max_len):
+    tokens = [bos_id]
+    for _ in range(max_len):
+        t = int(step_fn(torch.tensor(tokens)).argmax())
+        if t == eos_id:
+            break
+        tokens.append(t)
+    return torch.tensor(tokens)
+"""),
+        ("one token too many (max_len + 1)", """
+def greedy_decode(step_fn, bos_id, eos_id, max_len):
+    tokens = [bos_id]
+    for _ in range(max_len + 1):
+        tokens.append(int(step_fn(torch.tensor(tokens)).argmax()))
+        if tokens[-1] == eos_id:
+            break
+    return torch.tensor(tokens)
+"""),
+    ],
+    "10.2": [
+        ("greedy whatever the beam size", """
+def beam_search(step_fn, bos_id, eos_id, max_len, beam_size, length_penalty=0.0):
+    tokens, score = [bos_id], 0.0
+    for _ in range(max_len):
+        lp = torch.log_softmax(step_fn(torch.tensor(tokens)).double(), -1)
+        t = int(lp.argmax())
+        tokens.append(t)
+        score += float(lp[t])
+        if t == eos_id:
+            break
+    return torch.tensor(tokens), score / (len(tokens) - 1) ** length_penalty
+"""),
+        ("raw logits summed instead of log-probabilities", """
+def beam_search(step_fn, bos_id, eos_id, max_len, beam_size, length_penalty=0.0):
+    live, done = [([bos_id], 0.0)], []
+    for _ in range(max_len):
+        cands = []
+        for toks, sc in live:
+            for t, lp in enumerate(step_fn(torch.tensor(toks)).double().tolist()):
+                cands.append((toks + [t], sc + lp))
+        cands.sort(key=lambda c: c[1], reverse=True)
+        live = []
+        for toks, sc in cands[:beam_size]:
+            (done if toks[-1] == eos_id else live).append((toks, sc))
+        if not live:
+            break
+    norm = lambda h: h[1] / (len(h[0]) - 1) ** length_penalty
+    best = max(done + live, key=norm)
+    return torch.tensor(best[0]), norm(best)
+"""),
+        ("length penalty ignored", """
+def beam_search(step_fn, bos_id, eos_id, max_len, beam_size, length_penalty=0.0):
+    live, done = [([bos_id], 0.0)], []
+    for _ in range(max_len):
+        cands = []
+        for toks, sc in live:
+            for t, lp in enumerate(torch.log_softmax(step_fn(torch.tensor(toks)).double(), -1).tolist()):
+                cands.append((toks + [t], sc + lp))
+        cands.sort(key=lambda c: c[1], reverse=True)
+        live = []
+        for toks, sc in cands[:beam_size]:
+            (done if toks[-1] == eos_id else live).append((toks, sc))
+        if not live:
+            break
+    best = max(done + live, key=lambda h: h[1])
+    return torch.tensor(best[0]), best[1]
+"""),
+    ],
+    "10.3": [
+        ("top-p on the probabilities before top-k", """
+def top_k_top_p_filtering(logits, top_k=0, top_p=1.0):
+    if top_k < 0 or not 0 < top_p <= 1:
+        raise ValueError("arg")
+    out = logits.clone()
+    probs = torch.softmax(logits, -1)
+    if 0 < top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k).values[..., -1:]
+        out = out.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1:
+        sp, order = torch.sort(probs, descending=True)
+        remove = (sp.cumsum(-1) - sp) >= top_p
+        out = out.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
+    return out
+"""),
+        ("top-p keeps a token only if the mass INCLUDING it is < top_p", """
+def top_k_top_p_filtering(logits, top_k=0, top_p=1.0):
+    if top_k < 0 or not 0 < top_p <= 1:
+        raise ValueError("arg")
+    out = logits.clone()
+    if 0 < top_k < logits.shape[-1]:
+        kth = torch.topk(out, top_k).values[..., -1:]
+        out = out.masked_fill(out < kth, float("-inf"))
+    if top_p < 1:
+        sl, order = torch.sort(out, descending=True)
+        remove = torch.softmax(sl, -1).cumsum(-1) >= top_p
+        remove[..., 0] = False
+        out = out.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
+    return out
+"""),
+        ("removed logits set to a large negative number", """
+def top_k_top_p_filtering(logits, top_k=0, top_p=1.0):
+    if top_k < 0 or not 0 < top_p <= 1:
+        raise ValueError("arg")
+    out = logits.clone()
+    if 0 < top_k < logits.shape[-1]:
+        kth = torch.topk(out, top_k).values[..., -1:]
+        out = out.masked_fill(out < kth, -1e9)
+    return out
+"""),
+    ],
+    "10.4": [
+        ("no causal mask inside a chunk", """
+def kv_cache_step(q_new, k_new, v_new, k_cache=None, v_cache=None):
+    k = k_new if k_cache is None else torch.cat([k_cache, k_new], -2)
+    v = v_new if v_cache is None else torch.cat([v_cache, v_new], -2)
+    w = torch.softmax(q_new @ k.transpose(-2, -1) / math.sqrt(q_new.shape[-1]), -1)
+    return w @ v, k, v
+"""),
+        ("the cache is returned but not attended to", """
+def kv_cache_step(q_new, k_new, v_new, k_cache=None, v_cache=None):
+    k = k_new if k_cache is None else torch.cat([k_cache, k_new], -2)
+    v = v_new if v_cache is None else torch.cat([v_cache, v_new], -2)
+    n = q_new.shape[-2]
+    mask = torch.ones(n, n, dtype=torch.bool).tril()
+    s = (q_new @ k_new.transpose(-2, -1) / math.sqrt(q_new.shape[-1])).masked_fill(~mask, float("-inf"))
+    return torch.softmax(s, -1) @ v_new, k, v
+"""),
+    ],
+}

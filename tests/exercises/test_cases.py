@@ -1,0 +1,237 @@
+"""Checks of the case registry itself (independent of any notebook).
+
+* the registry is well formed (ids, chapters, points, tolerances, requires);
+* every ``expected()`` is deterministic, finite and of an allowed dtype;
+* the hand-worked and reference values are what independent computations say;
+* the inputs keep clear of ties and boundaries, so that float32 answers cannot
+  flip an argmax or a top-p cut on another CPU;
+* every deliberately wrong answer in ``mutants.py`` fails at least one case.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import runpy
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from course_lib.check import load_cases
+
+cases = load_cases(Path(__file__).with_name("cases.py"))
+_mutants = runpy.run_path(str(Path(__file__).with_name("mutants.py")))
+PRELUDE, MUTANTS = _mutants["PRELUDE"], _mutants["MUTANTS"]
+
+
+def test_registry_is_well_formed():
+    ids = [c.id for c in cases.CASES]
+    assert len(ids) == len(set(ids)), "duplicate case ids"
+    for c in cases.CASES:
+        assert re.fullmatch(r"\d+\.\d+-[a-z0-9.-]+", c.id), c.id
+        assert c.id.startswith(c.exercise + "-"), c.id
+        assert c.chapter in cases.NOTEBOOKS and c.chapter == f"{int(c.exercise.split('.')[0]):02d}"
+        assert isinstance(c.points, int) and c.points >= 1
+        assert 0 <= c.rtol <= 1e-3 and 0 <= c.atol <= 1e-4 and (c.rtol or c.atol)
+        assert c.requires == (cases.EXERCISES[c.exercise],)
+        assert c.hint.strip()
+    assert sorted({c.exercise for c in cases.CASES}, key=lambda e: tuple(map(int, e.split(".")))) == list(cases.EXERCISES)
+    assert len(cases.EXERCISES) >= 20
+
+
+def test_every_exercise_has_several_value_cases():
+    for ex in cases.EXERCISES:
+        value_cases = [c for c in cases.CASES if c.exercise == ex and "rejects" not in c.id]
+        assert len(value_cases) >= 2, ex
+
+
+@pytest.mark.parametrize("case", cases.CASES, ids=lambda c: c.id)
+def test_expected_is_deterministic_and_plain(case):
+    first, second = case.expected(), case.expected()
+    assert first.keys() == second.keys() and first
+    for key, value in first.items():
+        assert isinstance(value, np.ndarray), key
+        assert value.dtype in (np.float64, np.int64, np.bool_), (key, value.dtype)
+        assert np.array_equal(value, second[key]), key
+        if value.dtype == np.float64:
+            assert np.isfinite(value).all(), key
+
+
+# ---------------------------------------------------------------------------
+# Reference values checked against independent computations
+# ---------------------------------------------------------------------------
+def test_sinusoid_closed_form_matches_course_lib():
+    from course_lib.positional import sinusoidal_encoding
+
+    for max_len, d_model in ((10, 8), (7, 5), (64, 33)):
+        ref = sinusoidal_encoding(max_len, d_model, dtype=torch.float64).numpy()
+        assert np.allclose(cases._pe_closed_form(max_len, d_model), ref, atol=1e-12)
+
+
+def test_relative_position_matrix_shifts_the_table():
+    pe = cases._pe_closed_form(30, 8)
+    for k in (1, 5, -3):
+        m = cases._rel_closed_form(k, 8)
+        if k > 0:
+            assert np.allclose(pe[k:], pe[:-k] @ m.T, atol=1e-12)
+        else:
+            assert np.allclose(pe[:k], pe[-k:] @ m.T, atol=1e-12)
+
+
+def test_noam_peak_is_about_6_99e_4():
+    lr = cases._e_noam("9.2-paper-base-512-4000")["lr"]
+    steps = cases._NOAM_STEPS["9.2-paper-base-512-4000"][0]
+    peak = lr[steps.index(4000)]
+    assert peak == pytest.approx(6.9877e-4, rel=1e-4)
+    assert peak == lr.max()
+
+
+def test_label_smoothing_convention_is_uniform_over_all_classes():
+    """F.cross_entropy(label_smoothing=eps) equals the hand formula with eps/V on every class."""
+    logits, target = cases._ls_inputs(901, 3, 6, 11, 0, 2)
+    lp = torch.log_softmax(logits.double(), -1)
+    q = torch.full_like(lp, 0.1 / 11)
+    q.scatter_add_(-1, target[..., None], torch.full_like(lp[..., :1], 0.9))
+    per_token = -(q * lp).sum(-1)
+    keep = target != 0
+    by_hand = per_token[keep].mean()
+    assert float(by_hand) == pytest.approx(float(cases._e_ls((901, 3, 6, 11, 0, 2), 0.1)["loss"]), rel=1e-12)
+    assert 0 < int(keep.sum()) < keep.numel()  # the case really has padding
+
+
+def test_hand_table_beam_and_greedy_values():
+    fn = cases._StepFn("hand")
+    seq, score = cases._greedy_reference(fn, 5)
+    assert seq == cases.HAND_GREEDY and math.exp(score) == pytest.approx(0.50 * 0.39)
+    best, value = cases._exhaustive_reference(cases._StepFn("hand", max_calls=10**6), 3, 0.0)
+    assert best == cases.HAND_BEAM2 and math.exp(value) == pytest.approx(0.40 * 0.89)
+
+
+def test_attention_reference_matches_torch_on_every_unmasked_row():
+    q, k, v, mask = cases._attn_inputs(405, (2, 2), 4, 4, 4, 4, "fully-masked-row")
+    ref = cases._attention_reference(q, k, v, mask)
+    rows = mask.any(-1)
+    torch_out = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=mask | ~rows[..., None])
+    assert np.allclose(ref["out"][rows.numpy()], torch_out.numpy()[rows.numpy()], atol=1e-12)
+    assert (~rows).sum() == 1 and np.all(ref["out"][~rows.numpy()] == 0) and np.all(ref["weights"][~rows.numpy()] == 0)
+
+
+def test_kv_cache_cases_cover_prefill_and_single_steps():
+    chunks = {tuple(c.produce.keywords["chunks"]) for c in cases.CASES if c.exercise == "10.4" and "rejects" not in c.id}
+    assert any(len(ch) > 1 and ch[0] > 1 for ch in chunks) and any(set(ch) == {1} for ch in chunks)
+
+
+# ---------------------------------------------------------------------------
+# Margins: no near-ties where float32 rounding could change the answer
+# ---------------------------------------------------------------------------
+def _decoding_args(exercise):
+    return [(c.id, c.produce.keywords["args"]) for c in cases.CASES if c.exercise == exercise and "rejects" not in c.id]
+
+
+def test_greedy_cases_have_no_near_ties():
+    for case_id, (kind, seed, vocab, max_len, eos_penalty) in _decoding_args("10.1"):
+        fn = cases._StepFn(kind, seed, vocab, max_len, eos_penalty=eos_penalty)
+        seq, _ = cases._greedy_reference(fn, max_len)
+        for t in range(1, len(seq)):
+            logits = np.sort(fn(torch.tensor(seq[:t])).double().numpy())
+            assert logits[-1] - logits[-2] > 1e-3, (case_id, t)
+
+
+def test_beam_cases_have_a_clear_winner():
+    for case_id, (kind, seed, vocab, max_len, beam_size, alpha) in _decoding_args("10.2"):
+        if beam_size < vocab**max_len:
+            continue
+        fn = cases._StepFn(kind, seed, vocab, max_len, max_calls=10**6)
+        values = []
+        for n in range(1, max_len + 1):
+            for body in itertools.product(range(vocab), repeat=n):
+                if cases.EOS in body[:-1] or (n < max_len and body[-1] != cases.EOS):
+                    continue
+                seq, score = [cases.BOS], 0.0
+                for token in body:
+                    score += float(cases._logp(fn, seq)[token])
+                    seq.append(token)
+                values.append(score / n**alpha)
+        values.sort()
+        assert values[-1] - values[-2] > 1e-3, case_id
+        greedy, _ = cases._greedy_reference(cases._StepFn(kind, seed, vocab, max_len, max_calls=10**6), max_len)
+        best, _ = cases._exhaustive_reference(cases._StepFn(kind, seed, vocab, max_len, max_calls=10**6), max_len, alpha)
+        assert greedy != best, f"{case_id}: greedy already finds the best sequence, so the case cannot tell beam from greedy"
+
+
+def test_top_p_cases_keep_clear_of_the_boundary():
+    for key, (source, top_k, top_p, _) in cases._FILTER_SPECS.items():
+        if top_p >= 1.0:
+            continue
+        logits = cases._filter_logits(key).double().numpy().reshape(-1, cases._filter_logits(key).shape[-1])
+        for row in logits:
+            order = np.argsort(-row)
+            keep = np.ones_like(row, dtype=bool)
+            if 0 < top_k < row.size:
+                keep[order[top_k:]] = False
+            p = np.exp(row - row.max()) * keep
+            p /= p.sum()
+            before = np.cumsum(p[order]) - p[order]
+            assert np.min(np.abs(before[keep[order]] - top_p)) > 1e-4, key
+        if top_k:
+            kth_gaps = np.diff(np.sort(logits, axis=-1), axis=-1)
+            assert kth_gaps.min() > 1e-6, key
+
+
+# ---------------------------------------------------------------------------
+# Deliberately wrong answers must fail
+# ---------------------------------------------------------------------------
+def _module(source: str) -> types.ModuleType:
+    module = types.ModuleType("mutant")
+    exec(compile(PRELUDE + source, "<mutant>", "exec"), module.__dict__)
+    return module
+
+
+def _fails(case, module) -> bool:
+    try:
+        produced = case.produce(module)
+    except Exception:  # noqa: BLE001 - a crash is a failure too
+        return True
+    return cases.compare(case, produced, case.expected()) is not None
+
+
+def test_every_exercise_has_mutants():
+    assert set(MUTANTS) == set(cases.EXERCISES)
+
+
+@pytest.mark.parametrize(
+    "exercise, description, source",
+    [pytest.param(ex, what, src, id=f"{ex}-{what}") for ex, items in MUTANTS.items() for what, src in items],
+)
+def test_wrong_answer_fails_some_case(exercise, description, source):
+    module = _module(source)
+    ex_cases = [c for c in cases.CASES if c.exercise == exercise]
+    failing = [c.id for c in ex_cases if _fails(c, module)]
+    assert failing, f"no case of exercise {exercise} catches: {description}"
+
+
+def test_compare_messages_teach():
+    case = next(c for c in cases.CASES if c.id == "4.1-fully-masked-row")
+    expected = case.expected()
+    produced = {k: v.copy() for k, v in expected.items()}
+    produced["out"][0, 0, 1, :] = np.nan
+    message = cases.compare(case, produced, expected)
+    assert "Exercise 4.1 (scaled_dot_product_attention)" in message and "NaN" in message and "Hint:" in message
+    produced = {"out": expected["out"][..., :2], "weights": expected["weights"]}
+    assert "has shape" in cases.compare(case, produced, expected)
+    produced = {"out": expected["out"], "weights": expected["weights"].astype(np.int64)}
+    assert "dtype kind int" in cases.compare(case, produced, expected)
+    assert cases.compare(case, expected, expected) is None
+
+
+def test_to_array_explains_a_missing_return():
+    with pytest.raises(TypeError, match="forget to `return`"):
+        cases.to_array(None, "f(x)", kind="f")
+    assert cases.to_array(torch.tensor(2.5), "x", kind="f").shape == ()
+    assert cases.to_array(torch.tensor([1, 2]), "x", kind="f").dtype == np.float64
+    assert cases.to_array(torch.tensor([True]), "x", kind="f").dtype == np.bool_

@@ -1,0 +1,89 @@
+"""Tests of the student's check command, ``python -m course_lib.check``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_lib import check
+from course_lib.check import CaseResult, CheckRun, default_notebooks, format_report, resolve_chapters
+
+ROOT = Path(__file__).resolve().parents[2]
+cases = check.load_cases(Path(__file__).with_name("cases.py"))
+
+
+def test_resolve_chapters():
+    assert resolve_chapters(["4", "04", "05_multi_head_attention.ipynb", "ch10"], cases.NOTEBOOKS) == ["04", "05", "10"]
+    assert resolve_chapters([], cases.NOTEBOOKS) == []
+    for bad in ("11", "1", "attention"):
+        with pytest.raises(ValueError, match="unknown chapter"):
+            resolve_chapters([bad], cases.NOTEBOOKS)
+
+
+def test_default_notebooks(tmp_path):
+    assert default_notebooks(tmp_path, ROOT, cases.NOTEBOOKS) == ROOT / "exercises"
+    (tmp_path / "04_attention.ipynb").write_text("{}")
+    assert default_notebooks(tmp_path, ROOT, cases.NOTEBOOKS) == tmp_path
+
+
+def test_format_report_table_and_messages():
+    run = CheckRun(notebooks=ROOT / "exercises", chapters=["08"], results=[
+        CaseResult("8.1-a", "08", "8.1", 1, "passed"),
+        CaseResult("8.1-b", "08", "8.1", 2, "failed", "Exercise 8.1 (padding_mask), case 8.1-b:\n  - `mask` differs"),
+        CaseResult("8.2-a", "08", "8.2", 1, "not_implemented", "not implemented yet"),
+        CaseResult("8.3-a", "08", "8.3", 2, "passed"),
+    ])
+    text = format_report(run, cases.EXERCISES)
+    assert "Checking the notebooks in exercises (chapter 08)" in text
+    assert re.search(r"8\.1\s+padding_mask\s+1/3\s+1 of 2 cases pass", text)
+    assert re.search(r"8\.2\s+causal_mask\s+0/1\s+not implemented yet", text)
+    assert re.search(r"8\.3\s+decoder_self_attention_mask\s+2/2\s+all 1 cases pass", text)
+    assert re.search(r"Total\s+3/6", text)
+    assert "x 8.1-b" in text and "`mask` differs" in text and "8.2-a" not in text.split("What to fix")[1]
+    text.encode("ascii")  # safe on any terminal
+
+
+def _notebook_with(tmp_path: Path, chapter: str, replacements: dict[str, str]) -> Path:
+    """Copy exercises/<chapter> into tmp_path, replacing the stub of each named function by a body."""
+    name = cases.NOTEBOOKS[chapter]
+    nb = nbformat.read(ROOT / "exercises" / name, as_version=4)
+    for cell in nb.cells:
+        for function, body in replacements.items():
+            if cell.cell_type == "code" and f"def {function}(" in cell.source:
+                lines = cell.source.split("\n")
+                lines = [ln for ln in lines if "NotImplementedError" not in ln and "Your code here" not in ln]
+                cell.source = "\n".join(lines + ["    " + ln for ln in body.split("\n")])
+    nbformat.write(nb, tmp_path / name)
+    return tmp_path
+
+
+def test_check_end_to_end_scores_a_partial_answer(tmp_path, capsys):
+    folder = _notebook_with(tmp_path, "08", {
+        "padding_mask": "if tokens.dim() != 2:\n    raise ValueError('tokens')\nreturn (tokens == pad_id)[:, None, None, :]",
+        "causal_mask": "if size < 1:\n    raise ValueError('size')\nreturn torch.ones(size, size, dtype=torch.bool).tril()[None, None]",
+    })
+    points = {ex: sum(c.points for c in cases.CASES if c.exercise == ex) for ex in ("8.1", "8.2", "8.3")}
+    assert check.main(["8", "--notebooks", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert re.search(rf"8\.1\s+padding_mask\s+1/{points['8.1']}\s", out), out  # only the ValueError case passes
+    assert re.search(rf"8\.2\s+causal_mask\s+{points['8.2']}/{points['8.2']}\s+all", out), out
+    assert re.search(rf"8\.3\s+decoder_self_attention_mask\s+0/{points['8.3']}\s+not implemented yet", out), out
+    assert re.search(rf"Total\s+{1 + points['8.2']}/{sum(points.values())}", out), out
+    assert "x 8.1-pad-0" in out and "Hint:" in out
+
+
+def test_check_stops_an_endless_loop(tmp_path, capsys):
+    folder = _notebook_with(tmp_path, "10", {"greedy_decode": "while True:\n    pass"})
+    assert check.main(["10", "--notebooks", str(folder), "--timeout", "6"]) == 0
+    out = capsys.readouterr().out
+    assert "did not finish within 6 s" in out and "Total" in out
+
+
+def test_usage_errors_exit_2(tmp_path, capsys):
+    assert check.main(["12"]) == 2
+    assert "unknown chapter" in capsys.readouterr().err
+    assert check.main(["--notebooks", str(tmp_path / "nowhere")]) == 2
+    assert "is not a folder" in capsys.readouterr().err
