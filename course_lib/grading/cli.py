@@ -1,0 +1,278 @@
+"""The instructor's grading command.
+
+Usage::
+
+    python -m course_lib.grading SUBMISSIONS [SUBMISSIONS ...] --out DIR
+        [--jobs N] [--timeout SECONDS] [--submission-timeout SECONDS] [--memory MB]
+        [--chapters 04 05 ...] [--extra-tests PATH ...] [--force]
+        [--single [--student ID]] [--solutions DIR] [--cases PATH] [--reference MANIFEST]
+        [--sandbox auto|namespaces|userns|plain] [--no-progress]
+
+``SUBMISSIONS`` is a folder holding one entry per student - a sub-folder or a
+``.zip`` of the student's exercise notebooks, the student id being its name -
+or, with ``--single``, one submission itself (Gradescope's
+``/autograder/submission``).
+
+Reports go to ``DIR`` (see :mod:`course_lib.grading.report`): ``grades.csv``,
+``summary.json``, and per student ``results.json`` (Gradescope),
+``feedback.md`` and ``grade.json``; the reference arrays and their manifest go
+to ``DIR/_reference/``. A submission whose hash did not change since it was
+graded against the same manifest is skipped unless ``--force``.
+
+``--extra-tests PATH``: a Python file with the same registry format as
+``tests/exercises/cases.py`` - a list ``CASES`` of objects with ``id``,
+``chapter``, ``exercise``, ``points``, ``requires``, ``produce``,
+``expected``, ``rtol``, ``atol``, ``hint`` - and optionally a literal
+``NOTEBOOKS`` dict for new chapters. It is run only inside the children (the
+course's cases module is importable there as ``course_exercise_cases``, e.g.
+``from course_exercise_cases import Case, to_array``); its cases are checked
+against the solutions like the course's own and add to the maximum score.
+
+Exit status: 0 when every submission has its row (whatever the students'
+scores), 2 for a usage or reference error (bad option, missing or failing
+solutions), 1 for an unexpected error of the grader.
+
+Source: the autograder issue ("Command").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+__all__ = ["main", "build_parser"]
+
+
+def _default_root() -> Path:
+    import course_lib
+
+    root = Path(course_lib.__file__).resolve().parent.parent
+    if (root / "tests" / "exercises" / "cases.py").is_file():
+        return root
+    return Path.cwd()
+
+
+def _chapters(values: list[str]) -> list[str]:
+    out = []
+    for value in values:
+        for part in value.replace(",", " ").split():
+            digits = part.split("_")[0].lstrip("ch").lstrip("chapter")
+            if not digits.isdigit():
+                raise argparse.ArgumentTypeError(f"--chapters: {part!r} is not a chapter number (e.g. 04)")
+            ch = f"{int(digits):02d}"
+            if ch not in out:
+                out.append(ch)
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command's argument parser."""
+    p = argparse.ArgumentParser(
+        prog="python -m course_lib.grading",
+        description="Grade exercise submissions in sandboxed child processes and write grades.csv, "
+                    "per-student Gradescope results.json and feedback, and summary.json.")
+    p.add_argument("submissions", nargs="+", type=Path, metavar="SUBMISSIONS",
+                   help="folder of submissions (one sub-folder or .zip per student); with --single, the submission")
+    p.add_argument("--out", required=True, type=Path, metavar="DIR", help="report folder")
+    p.add_argument("--jobs", type=int, default=1, metavar="N", help="submissions graded at once (default 1)")
+    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="wall-clock limit per chapter (default 60)")
+    p.add_argument("--submission-timeout", type=float, default=None, metavar="SECONDS",
+                   help="wall-clock limit per submission (default: 10 x --timeout, at most 900)")
+    p.add_argument("--memory", type=int, default=4096, metavar="MB",
+                   help="address-space limit of a child in MiB (default 4096, at least 1024: import torch maps ~640)")
+    p.add_argument("--chapters", nargs="+", default=[], metavar="NN", help="grade only these chapters (e.g. 04 05)")
+    p.add_argument("--extra-tests", nargs="+", type=Path, default=[], metavar="PATH",
+                   help="extra cases modules (same Case registry format: a CASES list)")
+    p.add_argument("--force", action="store_true", help="regrade submissions already graded (same hash)")
+    p.add_argument("--single", action="store_true", help="each SUBMISSIONS path is one submission")
+    p.add_argument("--student", default=None, help="with --single: the student id")
+    p.add_argument("--solutions", type=Path, default=None, metavar="DIR",
+                   help="reference notebooks (default: solutions/ of the course)")
+    p.add_argument("--cases", type=Path, default=None, metavar="PATH",
+                   help="the course's cases registry (default: tests/exercises/cases.py)")
+    p.add_argument("--reference", type=Path, default=None, metavar="MANIFEST",
+                   help="reuse this reference manifest.json if it still matches the solutions and cases")
+    p.add_argument("--sandbox", default="auto", choices=["auto", "namespaces", "userns", "plain"],
+                   help="sandbox strength (default: the strongest that works here)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def _print_table(results, out=sys.stdout) -> None:
+    rows = [("student", "score", "status", "runtime", "flags")]
+    for r in sorted(results, key=lambda r: r.student):
+        rows.append((r.student, f"{r.score}/{r.max_score}", r.status + (" (unchanged)" if r.reused else ""),
+                     f"{r.runtime:.1f}s", str(len(r.flags))))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for n, row in enumerate(rows):
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip(), file=out)
+        if n == 0:
+            print("  ".join("-" * w for w in widths), file=out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the grading command; returns the exit status (see the module docstring).
+
+    Note: makes the current process a child subreaper and kills any child
+    process it did not start (see :class:`~course_lib.grading.sandbox.Supervisor`);
+    run it as a process of its own.
+    """
+    args = build_parser().parse_args(argv)
+    from .grader import (GradingConfig, ReferenceError, build_reference, grade_submission, grader_fingerprint,
+                         invalid_result, new_work_base, previous_result, _versions)
+    from .intake import discover, submission_hash
+    from .report import atomic_write, grades_csv, write_student_files
+    from .sandbox import Limits, Supervisor, probe_sandbox, remove_tree
+
+    def fail(msg: str) -> int:
+        print(f"course-grade: error: {msg}", file=sys.stderr)
+        return 2
+
+    if args.jobs < 1:
+        return fail(f"--jobs must be >= 1; got {args.jobs}")
+    try:
+        chapters = _chapters(args.chapters)
+        sub_timeout = args.submission_timeout if args.submission_timeout is not None else min(10 * args.timeout, 900)
+        limits = Limits(chapter_timeout_s=args.timeout, submission_timeout_s=sub_timeout, memory_mb=args.memory)
+    except (argparse.ArgumentTypeError, ValueError) as exc:
+        return fail(str(exc))
+    root = _default_root()
+    cases = (args.cases or root / "tests" / "exercises" / "cases.py").resolve()
+    solutions = (args.solutions or root / "solutions").resolve()
+    for path, what in [(cases, "--cases"), *((p, "--extra-tests") for p in args.extra_tests)]:
+        if not path.is_file():
+            return fail(f"{what} {str(path)!r} is not a file")
+    if not solutions.is_dir():
+        return fail(f"--solutions {str(solutions)!r} is not a folder")
+    out_dir = args.out.resolve()
+    try:
+        subs = discover(args.submissions, single=args.single, student=args.student)
+    except (FileNotFoundError, ValueError) as exc:
+        return fail(str(exc))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config = GradingConfig(out_dir=out_dir, course_root=root, solutions_dir=solutions,
+                           cases_files=[cases, *(p.resolve() for p in args.extra_tests)], chapters=chapters,
+                           limits=limits, jobs=args.jobs, force=args.force, reference_manifest=args.reference,
+                           hide=[p.resolve() for p in args.submissions], sandbox=args.sandbox)
+    started = time.monotonic()
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    supervisor = Supervisor()
+    work_base = new_work_base()
+    log = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
+    try:
+        try:
+            info = probe_sandbox(work_base, supervisor, args.sandbox)
+        except (RuntimeError, ValueError) as exc:
+            return fail(str(exc))
+        log(f"sandbox: {info.mode} (child user: {info.drop or 'same as grader'}; "
+            f"network {'isolated' if info.network else 'NOT isolated'})")
+        for note in info.notes:
+            log(f"sandbox note: {note}")
+        try:
+            ref = build_reference(config, supervisor, info, work_base, log=log)
+        except ReferenceError as exc:
+            return fail(str(exc))
+        results = []
+        unattributed_strays = 0
+        lock = threading.Lock()
+        todo = []
+        for sub in subs:
+            try:
+                sub.sha256 = submission_hash(sub, config.intake)
+            except OSError:
+                sub.sha256 = ""
+            prev = None if args.force else previous_result(out_dir, sub, ref)
+            if prev is not None:
+                results.append(prev)
+            else:
+                todo.append(sub)
+
+        def one(sub):
+            try:
+                r = grade_submission(sub, ref, config, supervisor, info, work_base)
+            except Exception as exc:  # noqa: BLE001 - every submission gets a row
+                r = invalid_result(sub, ref, f"the grader failed on it ({type(exc).__name__}: {exc})")
+                r.status = "crashed"
+                r.notes = [f"The grader could not grade this submission ({type(exc).__name__}); "
+                           f"tell the instructor."]
+            write_student_files(out_dir, r)
+            return r
+
+        bar = None
+        if not args.no_progress and todo:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(todo), desc="grading", unit="submission", file=sys.stderr)
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            futures = [pool.submit(one, sub) for sub in todo]
+            for fut in as_completed(futures):
+                r = fut.result()
+                with lock:
+                    results.append(r)
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix_str(f"{r.student}: {r.score}/{r.max_score} {r.status}", refresh=False)
+        if bar is not None:
+            bar.close()
+        supervisor.sweep()
+        by_student = {r.student: r for r in results}
+        for home in list(supervisor.strays_by_home):  # strays killed by another job's sweep
+            owner = by_student.get(supervisor.owners.get(home, ""))
+            late = supervisor.take_strays(home)
+            if owner is not None and late:
+                owner.flags.append(f"left {late} process(es) running after its child ended (killed)")
+            elif late:
+                unattributed_strays += late
+        # Rewrite every report now that no child runs any more.
+        for r in results:
+            write_student_files(out_dir, r)
+        exercises = ref.exercises()
+        atomic_write(out_dir / "grades.csv", grades_csv(results, exercises))
+        statuses: dict[str, int] = {}
+        for r in results:
+            statuses[r.status] = statuses.get(r.status, 0) + 1
+        summary = {
+            "grader": {"name": "course_lib.grading", "sha256": grader_fingerprint(),
+                       "argv": [str(a) for a in (argv if argv is not None else sys.argv[1:])]},
+            "versions": _versions(),
+            "child_versions": ref.manifest.get("child_versions", {}),
+            "platform": platform.platform(),
+            "manifest_sha256": ref.sha256,
+            "manifest": str(ref.path),
+            "max_score": ref.manifest["max_score"],
+            "chapters": ref.chapters,
+            "exercises": exercises,
+            "sandbox": info.describe(),
+            "limits": asdict(limits),
+            "intake_limits": asdict(config.intake),
+            "jobs": args.jobs,
+            "submissions": len(results),
+            "graded_now": sum(1 for r in results if not r.reused),
+            "unchanged_skipped": sum(1 for r in results if r.reused),
+            "statuses": statuses,
+            "unattributed_strays_killed": unattributed_strays,
+            "started": started_at,
+            "seconds": round(time.monotonic() - started, 2),
+        }
+        atomic_write(out_dir / "summary.json", json.dumps(summary, indent=1))
+        _print_table(results)
+        print(f"\n{len(results)} submissions ({summary['graded_now']} graded now, "
+              f"{summary['unchanged_skipped']} unchanged) in {summary['seconds']:.1f}s; "
+              f"reports in {out_dir}")
+        return 0
+    finally:
+        supervisor.sweep()
+        remove_tree(work_base)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

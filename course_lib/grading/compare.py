@@ -1,0 +1,249 @@
+"""Read a child's result arrays without trusting them, and compare them with the reference.
+
+Runs in the grader's parent, which never runs student code. Every array comes
+from a ``.npy`` file that the (dead) child wrote; it is opened without
+following symbolic links, size-capped, checked to be a real ``.npy`` file
+(not an ``.npz`` archive), loaded with ``allow_pickle=False``, and must be a
+plain ``float64``, ``int64`` or ``bool`` array. It is then compared with the
+reference array of the same key - computed by running the same case on the
+course's ``solutions/`` - with the case's tolerances.
+
+Source: the exercise/grader contract (``tests/exercises/CONTRACT.md``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["ResultError", "CaseVerdict", "read_array", "read_case_dir", "compare_arrays", "judge_case"]
+
+_ALLOWED = {np.dtype(np.float64): "f", np.dtype(np.int64): "i", np.dtype(np.bool_): "b"}
+_KIND_WORDS = {"f": "float", "i": "integer", "b": "bool"}
+MAX_ARRAY_BYTES = 64 << 20
+MAX_INFO_BYTES = 64 << 10
+
+
+class ResultError(ValueError):
+    """A result file that is missing, not a regular file, too big or not a plain array."""
+
+
+def _open_in(dir_fd: int, name: str, flags: int) -> int:
+    if "/" in name or name in (".", ".."):
+        raise ResultError(f"bad name {name!r}")
+    return os.open(name, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), dir_fd=dir_fd)
+
+
+def _read_file(dir_fd: int, name: str, limit: int) -> bytes:
+    try:
+        fd = _open_in(dir_fd, name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise ResultError("no result was recorded") from None
+    except OSError as exc:  # ELOOP: a symbolic link
+        raise ResultError(f"the result file is not a regular file ({exc.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ResultError("the result file is not a regular file")
+        if st.st_size > limit:
+            raise ResultError(f"the result file is too big ({st.st_size} bytes)")
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > limit:
+            raise ResultError("the result file is too big")
+        return data
+    finally:
+        os.close(fd)
+
+
+def read_array(data: bytes) -> np.ndarray:
+    """Parse ``.npy`` bytes into a plain ``float64``/``int64``/``bool`` array.
+
+    Raises:
+        ResultError: not ``.npy`` (e.g. an ``.npz`` zip or a pickle), object or
+            structured dtype, another dtype, or unreadable.
+    """
+    if not data.startswith(b"\x93NUMPY"):
+        raise ResultError("the result is not a .npy array file")
+    try:
+        arr = np.load(io.BytesIO(data), allow_pickle=False)
+    except Exception as exc:  # noqa: BLE001 - any parse failure is a bad result
+        raise ResultError(f"the result file cannot be read as an array ({type(exc).__name__}: {exc})") from None
+    if type(arr) is not np.ndarray:
+        raise ResultError("the result is not a plain array")
+    if arr.dtype not in _ALLOWED:
+        raise ResultError(f"the result has dtype {arr.dtype}; expected float64, int64 or bool")
+    return arr
+
+
+def open_dir(path: str, dir_fd: int | None = None) -> int:
+    """Open a directory without following a symbolic link (``O_DIRECTORY | O_NOFOLLOW``)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    return os.open(path, flags, dir_fd=dir_fd)
+
+
+def read_case_dir(results_fd: int, case_id: str, keys: list[str]) -> tuple[dict[str, np.ndarray | ResultError], dict]:
+    """Read ``<case_id>/<key>.npy`` for each expected key, and ``<case_id>.json``.
+
+    Args:
+        results_fd: an open descriptor of the child's ``results`` folder.
+        case_id: the case.
+        keys: the keys the reference has (only these files are opened).
+
+    Returns:
+        ``({key: array or ResultError}, info)`` where ``info`` is the child's
+        JSON note (``{"error": str|None, ...}``; ``{}`` when missing or bad) -
+        untrusted text, used only as feedback for the student.
+    """
+    arrays: dict[str, np.ndarray | ResultError] = {}
+    try:
+        info_raw = _read_file(results_fd, f"{case_id}.json", MAX_INFO_BYTES)
+        info = json.loads(info_raw.decode("utf-8", errors="replace"))
+        if not isinstance(info, dict):
+            info = {}
+    except (ResultError, ValueError):
+        info = {}
+    try:
+        case_fd = open_dir(case_id, dir_fd=results_fd)
+    except OSError:
+        err = ResultError("no result was recorded")
+        return {k: err for k in keys}, info
+    try:
+        for key in keys:
+            try:
+                arrays[key] = read_array(_read_file(case_fd, f"{key}.npy", MAX_ARRAY_BYTES))
+            except ResultError as exc:
+                arrays[key] = exc
+    finally:
+        os.close(case_fd)
+    return arrays, info
+
+
+def compare_arrays(key: str, got: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> str | None:
+    """Compare one produced array with its reference; ``None`` if it passes, else a teaching message.
+
+    Rules: same dtype kind (float/integer/bool), same shape; for floats every
+    entry that is finite in the reference must be finite and within
+    ``atol + rtol * |ref|`` (:func:`numpy.isclose`), and every non-finite
+    reference entry (e.g. ``-inf`` for a removed logit) must be matched exactly;
+    integers and bools must be equal.
+    """
+    kind, want = _ALLOWED[got.dtype], _ALLOWED[ref.dtype]
+    if kind != want:
+        hint = " (a mask must be a torch.bool tensor, True = may attend)" if want == "b" else ""
+        return f"`{key}` is {_KIND_WORDS[kind]}; expected {_KIND_WORDS[want]}{hint}."
+    if got.shape != ref.shape:
+        return f"`{key}` has shape {tuple(got.shape)}; expected {tuple(ref.shape)}."
+    if want != "f":
+        wrong = got != ref
+        if not wrong.any():
+            return None
+        first = tuple(int(i) for i in np.argwhere(wrong)[0]) if ref.ndim else ()
+        where = f" first at index {first}:" if first else ""
+        return (f"`{key}` differs at {int(wrong.sum())} of {ref.size} entries;{where} got {got[first]!r}, "
+                f"expected {ref[first]!r}.")
+    finite_ref = np.isfinite(ref)
+    bad_nonfinite = finite_ref & ~np.isfinite(got)
+    special_wrong = ~finite_ref & ~((got == ref) | (np.isnan(got) & np.isnan(ref)))
+    with np.errstate(invalid="ignore", over="ignore"):
+        close = np.isclose(got, ref, rtol=rtol, atol=atol)
+    wrong = (finite_ref & ~close) | bad_nonfinite | special_wrong
+    if not wrong.any():
+        return None
+    idx = tuple(int(i) for i in np.argwhere(wrong)[0]) if ref.ndim else ()
+    if finite_ref.any():
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = np.where(wrong & finite_ref & np.isfinite(got), np.abs(got - ref), -1.0)
+        if diff.max() >= 0 and not bad_nonfinite.any():
+            idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), ref.shape)) if ref.ndim else ()
+    where = f" at index {idx}" if idx else ""
+    msg = (f"`{key}` differs at {int(wrong.sum())} of {ref.size} entries (rtol={rtol:g}, atol={atol:g}); "
+           f"e.g.{where}: got {got[idx]!r}, expected {ref[idx]!r}.")
+    if bad_nonfinite.any():
+        msg += f" {int(bad_nonfinite.sum())} entries are NaN or infinite where a finite number was expected."
+    return msg
+
+
+@dataclass
+class CaseVerdict:
+    """The parent's verdict on one case of one submission.
+
+    Attributes:
+        case_id, exercise, function: which case.
+        points, max_points: earned (``max_points`` or 0) and possible.
+        passed: all keys matched.
+        message: the teaching message (empty when passed).
+        child_error: the error text the child recorded (untrusted; feedback only).
+    """
+
+    case_id: str
+    exercise: str
+    function: str
+    points: int
+    max_points: int
+    passed: bool
+    message: str
+    child_error: str | None = None
+
+
+def judge_case(case: dict, results_fd: int | None, reference: dict[str, np.ndarray],
+               chapter_status: str | None = None) -> CaseVerdict:
+    """Score one case from the child's files against the reference arrays.
+
+    Args:
+        case: the case's manifest entry (``id``, ``exercise``, ``function``,
+            ``points``, ``rtol``, ``atol``, ``hint``).
+        results_fd: descriptor of the child's ``results`` folder, or ``None``
+            when there is none (e.g. an invalid submission).
+        reference: ``{key: array}`` of the solutions.
+        chapter_status: the parent's label of the chapter (``"timeout"``,
+            ``"crashed"``, ...), used in the message when nothing was recorded.
+
+    Returns:
+        a :class:`CaseVerdict`; a case with no recorded result scores 0.
+    """
+    head = f"Exercise {case['exercise']} ({case['function']}), case {case['id']}"
+    verdict = CaseVerdict(case["id"], case["exercise"], case["function"], 0, int(case["points"]), False, "")
+    if results_fd is None:
+        verdict.message = f"{head}: not graded (no usable notebook)."
+        return verdict
+    arrays, info = read_case_dir(results_fd, case["id"], sorted(reference))
+    error = info.get("error") if isinstance(info.get("error"), str) else None
+    verdict.child_error = error[:2400] if error else None
+    problems, failed = [], False
+    for key in sorted(reference):
+        got = arrays.get(key)
+        if isinstance(got, ResultError):
+            failed = True
+            if error is None:
+                problems.append(f"`{key}`: {got}")
+            continue
+        msg = compare_arrays(key, got, reference[key], float(case["rtol"]), float(case["atol"]))
+        if msg:
+            failed = True
+            problems.append(msg)
+    all_missing = all(isinstance(arrays.get(k), ResultError) for k in reference)
+    if not failed and reference:
+        verdict.points, verdict.passed = int(case["points"]), True
+        return verdict
+    lines = []
+    if error:
+        lines.append(f"your code raised: {error}")
+    elif all_missing and chapter_status in ("timeout", "crashed", "memory"):
+        lines.append({"timeout": "the chapter ran out of time (an endless loop?) and was stopped",
+                      "crashed": "the process stopped before this case was recorded (sys.exit / os._exit / a crash)",
+                      "memory": "the process ran out of memory"}[chapter_status])
+    lines.extend(problems)
+    verdict.message = head + ":\n  - " + "\n  - ".join(lines or ["no result was recorded"]) + f"\n  Hint: {case['hint']}"
+    return verdict

@@ -1,0 +1,402 @@
+"""Adversarial and ordinary submissions for the grader's tests, built in temporary folders.
+
+Each builder takes the course's real notebooks (``solutions/`` or
+``exercises/``) and appends a code cell: a later definition replaces the
+earlier one when the grader extracts the notebook, and code that must run
+"at import" is put in a default argument value (definitions are the only code
+the grader runs, and defaults are evaluated when the ``def`` runs).
+
+Nothing here runs the submissions: the tests hand them to the grader.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SOLUTIONS = ROOT / "solutions"
+EXERCISES = ROOT / "exercises"
+NB = {
+    "04": "04_attention.ipynb",
+    "06": "06_feed_forward.ipynb",
+    "08": "08_masks.ipynb",
+}
+#: chapters graded in the adversarial batch (small, fast chapters)
+BATCH_CHAPTERS = ["04", "06", "08"]
+
+
+def notebook(chapter: str, base: Path = SOLUTIONS, extra: str | None = None, first: str | None = None) -> bytes:
+    """The course notebook of ``chapter`` from ``base``, with an extra code cell at the end (and/or the start)."""
+    nb = json.loads((base / NB[chapter]).read_text(encoding="utf-8"))
+
+    def cell(src: str) -> dict:
+        return {"cell_type": "code", "execution_count": None, "id": f"adv{len(nb['cells'])}", "metadata": {},
+                "outputs": [], "source": src.strip("\n") + "\n"}
+
+    if first:
+        nb["cells"].insert(0, cell(first))
+    if extra:
+        nb["cells"].append(cell(extra))
+    return json.dumps(nb, indent=1).encode()
+
+
+def write_folder(folder: Path, files: dict[str, bytes]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return folder
+
+
+def good(chapters: list[str] = BATCH_CHAPTERS, skip: tuple[str, ...] = ()) -> dict[str, bytes]:
+    """Correct notebooks (the solutions) of the chapters, minus ``skip``."""
+    return {NB[c]: notebook(c) for c in chapters if c not in skip}
+
+
+# ---------------------------------------------------------------------------
+# The adversaries: name -> (files, what the tests expect)
+# ---------------------------------------------------------------------------
+def build_batch(subs: Path, out_dir: Path, marker_dir: Path) -> dict[str, dict]:
+    """Write every batch submission into ``subs``; return name -> expectations.
+
+    Expectations: ``zero`` (exercises that must score 0), ``full`` (exercises
+    that must keep all their points), ``status`` (or ``None``: not checked),
+    ``flag`` (a substring of the flags column), ``note`` (a substring of the notes).
+    """
+    out = str(out_dir)
+    mark = str(marker_dir)
+    expect: dict[str, dict] = {}
+
+    def add(name: str, files: dict[str, bytes], **e) -> None:
+        if files is not None:
+            write_folder(subs / name, files)
+        e.setdefault("zero", [])
+        e.setdefault("full", [])
+        expect[name] = e
+
+    add("full", good(), full=["4.1", "4.2", "6.1", "6.2", "8.1", "8.2", "8.3"], status="ok")
+    add("stub", {NB[c]: notebook(c, EXERCISES) for c in BATCH_CHAPTERS},
+        zero=["4.1", "4.2", "6.1", "6.2", "8.1", "8.2", "8.3"], status="ok")
+    partial_04 = notebook("04", extra='''
+def self_attention(x, w_q, w_k, w_v, mask=None):
+    raise NotImplementedError("Exercise 4.2: write self_attention")
+''')
+    partial_06 = notebook("06", extra='''
+def gelu(x):
+    raise NotImplementedError("Exercise 6.2: write gelu")
+''')
+    add("partial", {**good(skip=("04", "06")), NB["04"]: partial_04, NB["06"]: partial_06},
+        zero=["4.2", "6.2"], full=["4.1", "6.1", "8.1", "8.2", "8.3"], status="ok", exact=True)
+
+    # -- leaving the process ---------------------------------------------------------
+    add("sys_exit_import", {**good(skip=("04",)), NB["04"]: notebook("04", extra='''
+import sys
+def _at_import(_=sys.exit(0)):
+    pass
+''')}, zero=["4.1", "4.2"], full=["6.1", "6.2", "8.1"])
+    add("os_exit_import", {**good(skip=("04",)), NB["04"]: notebook("04", extra='''
+import os
+def _at_import(_=os._exit(0)):
+    pass
+''')}, zero=["4.1", "4.2"], full=["6.1", "6.2", "8.1"], status="crashed")
+    add("sys_exit_call", {**good(skip=("04",)), NB["04"]: notebook("04", extra='''
+import sys
+def scaled_dot_product_attention(q, k, v, mask=None):
+    sys.exit(0)
+''')}, zero=["4.1"], full=["6.1", "6.2", "8.1"])
+    add("os_exit_call", {**good(skip=("06",)), NB["06"]: notebook("06", extra='''
+import os
+def gelu(x):
+    os._exit(0)
+''')}, zero=["6.2"], full=["4.1", "4.2", "8.1"], status="crashed")
+
+    # -- never returning, memory, output ------------------------------------------------
+    add("endless_loop", {**good(skip=("06",)), NB["06"]: notebook("06", extra='''
+import signal
+import time
+def gelu(x):
+    for sig in (signal.SIGALRM, signal.SIGTERM, signal.SIGINT, signal.SIGXCPU):
+        signal.signal(sig, signal.SIG_IGN)
+    while True:
+        try:
+            time.sleep(0.05)
+        except BaseException:
+            pass
+''')}, zero=["6.2"], full=["4.1", "4.2", "8.1"], status="timeout")
+    add("alloc_8gb", {**good(skip=("06",)), NB["06"]: notebook("06", extra='''
+import torch
+def gelu(x):
+    big = torch.ones(8 * 1024 ** 3, dtype=torch.uint8)
+    return x + big[0]
+''')}, zero=["6.2"], full=["4.1", "6.1", "8.1"], status="memory")
+    add("print_flood", {**good(skip=("06",)), NB["06"]: notebook("06", extra='''
+import os
+import sys
+import torch
+_FLOODED = []
+def gelu(x):
+    if not _FLOODED:
+        _FLOODED.append(1)
+        line = "x" * (1 << 20)
+        for _ in range(2048):           # 2 GiB through print()
+            print(line)
+        for _ in range(64):             # 64 MiB straight to the file descriptors
+            for fd in (1, 2):
+                try:
+                    os.write(fd, b"y" * (1 << 20))
+                except OSError:
+                    pass
+    return 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
+''')}, full=["6.2", "6.1", "4.1", "8.1"], note="printed too much")
+
+    # -- processes that try to outlive the child ------------------------------------------
+    add("detached_grandchild", {**good(skip=("06",)), NB["06"]: notebook("06", extra=f'''
+import os
+import sys
+import torch
+_SPAWNED = []
+def gelu(x):
+    if not _SPAWNED:
+        _SPAWNED.append(1)
+        pid = os.fork()
+        if pid == 0:
+            os.setsid()
+            if os.fork() == 0:
+                code = ("import os, time\\n"
+                        "for i in range(300):\\n"
+                        "    for p in ({out!r} + '/pwned.txt', {out!r} + '/detached_grandchild/results.json', "
+                        "{mark!r} + '/grandchild-alive'):\\n"
+                        "        try:\\n"
+                        "            open(p, 'w').write('forged')\\n"
+                        "        except OSError:\\n"
+                        "            pass\\n"
+                        "    time.sleep(0.1)\\n"
+                        "# GRADER-TEST-MARKER-GRANDCHILD")
+                os.execv(sys.executable, [sys.executable, "-c", code])
+            os._exit(0)
+        os.waitpid(pid, 0)
+    return 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
+''')}, full=["6.2", "4.1", "8.1"])
+
+    # -- forging the verdict -----------------------------------------------------------------
+    add("patch_reports", {NB[c]: notebook(c, EXERCISES, first='''
+import numpy
+import torch
+def _patch(_=[setattr(torch, "allclose", lambda *a, **k: True), setattr(torch, "equal", lambda *a, **k: True),
+              setattr(numpy, "allclose", lambda *a, **k: True), setattr(numpy, "isclose", lambda a, b, **k: True),
+              setattr(numpy, "array_equal", lambda *a, **k: True)]):
+    pass
+def _patch_pytest(_=None):
+    try:
+        from _pytest import reports
+        reports.TestReport.passed = property(lambda self: True)
+        reports.TestReport.failed = property(lambda self: False)
+        reports.TestReport.outcome = "passed"
+    except Exception:
+        pass
+_patch_pytest()
+def _run_patch(_=_patch_pytest()):
+    pass
+''') for c in BATCH_CHAPTERS}, zero=["4.1", "4.2", "6.1", "6.2", "8.1", "8.2", "8.3"])
+    add("always_equal", {**good(skip=("04",)), NB["04"]: notebook("04", extra='''
+class _AlwaysEqual:
+    def __eq__(self, other):
+        return True
+    def __ne__(self, other):
+        return False
+    shape = property(lambda self: None)
+def scaled_dot_product_attention(q, k, v, mask=None):
+    return _AlwaysEqual(), _AlwaysEqual()
+''')}, zero=["4.1"], full=["6.1", "8.1"])
+    add("tensor_subclass", {**good(skip=("04",)), NB["04"]: notebook("04", extra='''
+import torch
+class _Liar(torch.Tensor):
+    def __eq__(self, other):
+        return torch.ones_like(torch.as_tensor(other), dtype=torch.bool)
+    def allclose(self, *a, **k):
+        return True
+def scaled_dot_product_attention(q, k, v, mask=None):
+    out = torch.zeros(*q.shape[:-1], v.shape[-1]).as_subclass(_Liar)
+    weights = torch.zeros(*q.shape[:-1], k.shape[-2]).as_subclass(_Liar)
+    return out, weights
+''')}, zero=["4.1"], full=["6.1", "8.1"])
+    add("forged_results", {**good(skip=("04",)), NB["04"]: notebook("04", extra='''
+import json
+import os
+import sys
+import numpy as np
+def scaled_dot_product_attention(q, k, v, mask=None):
+    spec = json.load(open(sys.argv[1]))
+    results = spec["results_dir"]
+    for name in ("4.1-no-mask-3d", "4.1-cross-lengths-heads", "4.1-padding-mask", "4.1-causal-mask",
+                 "4.1-fully-masked-row", "4.2-no-mask", "4.2-causal"):
+        d = os.path.join(results, name)
+        os.makedirs(d, exist_ok=True)
+        for key in ("out", "weights"):
+            try:
+                os.symlink("/etc/passwd", os.path.join(d, key + ".npy"))
+            except OSError:
+                pass
+        np.save(os.path.join(d, "weights.npy.tmp"), np.array([object()], dtype=object), allow_pickle=True)
+        with open(os.path.join(results, name + ".json"), "w") as fh:
+            json.dump({"error": None, "keys": ["out", "weights"]}, fh)
+    os._exit(0)
+''')}, zero=["4.1", "4.2"], full=["6.1", "8.1"])
+
+    # -- reading what it must not ---------------------------------------------------------------
+    sol04 = str(SOLUTIONS / NB["04"])
+    add("reads_solutions", {**good(skip=("04", "06")), NB["04"]: notebook("04", extra=f'''
+from course_lib.grading.extract import load_namespace
+def scaled_dot_product_attention(q, k, v, mask=None):
+    return load_namespace({sol04!r}).scaled_dot_product_attention(q, k, v, mask)
+'''), NB["06"]: notebook("06", extra=f'''
+import json
+import math
+import torch
+def gelu(x):
+    parts = [p[::-1] for p in {[p[::-1] for p in Path(SOLUTIONS).parts[1:]]!r}]
+    path = "/" + "/".join(parts) + "/" + "06_feed_forward.ipynb"
+    cells = json.load(open(path))["cells"]
+    namespace = {{"torch": torch, "math": math}}
+    for cell in cells:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "code" and "def gelu" in source:
+            exec(source, namespace)
+    return namespace["gelu"](x)
+''')}, zero_if_hidden=["4.1", "6.2"], full=["6.1", "8.1"], flag="solutions")
+    evil = (f"import os\nopen({mark!r} + '/shadow-module-imported', 'w').write('x')\nos._exit(0)\n").encode()
+    add("ships_modules", {**{NB[c]: notebook(c, EXERCISES) for c in BATCH_CHAPTERS},
+                          "conftest.py": evil, "torch.py": evil, "numpy.py": evil, "sitecustomize.py": evil,
+                          "usercustomize.py": evil, "pytest.ini": b"[pytest]\naddopts = -p no:terminal\n",
+                          "tests/test_fake.py": evil, "course_lib/__init__.py": evil},
+        zero=["4.1", "4.2", "6.1", "6.2", "8.1"], status="ok")
+    add("ships_modules_correct", {**good(), "torch.py": evil, "numpy.py": evil, "sitecustomize.py": evil,
+                                  "conftest.py": evil},
+        full=["4.1", "4.2", "6.1", "6.2", "8.1", "8.2", "8.3"], status="ok")
+
+    # -- archives -------------------------------------------------------------------------------
+    _zip_traversal(subs / "zip_traversal.zip")
+    add("zip_traversal", None, zero=["4.1", "4.2", "6.1", "6.2"], full=["8.1", "8.2", "8.3"],
+        flag="unsafe zip member")
+    _zip_bomb(subs / "zip_bomb.zip")
+    add("zip_bomb", None, zero=["4.1", "4.2"], full=["6.1", "6.2", "8.1"], flag="zip bomb")
+    (subs / "not_a_zip.zip").write_bytes(b"this is not a zip archive\n" * 10)
+    add("not_a_zip", None, zero=["4.1", "6.1", "8.1"], status="invalid submission")
+    add("empty_submission", {"README.txt": b"nothing here\n"}, zero=["4.1", "6.1", "8.1"], status="invalid submission")
+
+    # -- bad values -------------------------------------------------------------------------------
+    add("nan_inf", {**good(skip=("04", "06")), NB["04"]: notebook("04", extra='''
+import torch
+def scaled_dot_product_attention(q, k, v, mask=None):
+    out = torch.full((*q.shape[:-1], v.shape[-1]), float("nan"))
+    weights = torch.full((*q.shape[:-1], k.shape[-2]), float("inf"))
+    return out, weights
+'''), NB["06"]: notebook("06", extra='''
+import torch
+def gelu(x):
+    y = 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
+    y[..., 0] = float("nan")
+    return y
+''')}, zero=["4.1", "6.2"], full=["6.1", "8.1"])
+    add("wrong_dtype_shape", {**good(skip=("08",)), NB["08"]: notebook("08", extra='''
+import torch
+def padding_mask(tokens, pad_id):
+    return (tokens != pad_id).float()[:, None, None, :]
+def causal_mask(size):
+    return torch.ones(size, size, dtype=torch.bool).tril()
+''')}, zero=["8.1", "8.2"], full=["4.1", "6.1"])
+    add("syntax_error", {**good(skip=("06",)), NB["06"]: notebook("06", extra="def gelu(x:\n    return x\n")},
+        zero=["6.1", "6.2"], full=["4.1", "8.1"], note=None)
+    add("not_a_notebook", {**good(skip=("04",)), NB["04"]: b"\x00\x01 definitely not json"},
+        zero=["4.1", "4.2"], full=["6.1", "8.1"])
+    add("warnings_stderr", {**good(skip=("06",)), NB["06"]: notebook("06", extra='''
+import sys
+import warnings
+import torch
+def _noise(_=[warnings.warn("a harmless warning at import", UserWarning),
+              print("harmless text on stderr at import", file=sys.stderr)]):
+    pass
+def gelu(x):
+    warnings.warn("a harmless warning inside gelu", RuntimeWarning)
+    print("Warning: this is only a message on stderr", file=sys.stderr)
+    return 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
+''')}, full=["4.1", "4.2", "6.1", "6.2", "8.1", "8.2", "8.3"], status="ok")
+    add("delegates_builtin", {**good(skip=("06",)), NB["06"]: notebook("06", extra='''
+import torch.nn.functional as F
+def gelu(x):
+    return F.gelu(x)
+''')}, full=["6.2"], flag="delegates 6.2")
+    return expect
+
+
+def _zip_traversal(path: Path) -> None:
+    """A zip whose only good notebook is chapter 08; 04 and 06 arrive by unsafe routes."""
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("../" + NB["04"], notebook("04"))
+        zf.writestr("/tmp/" + NB["04"], notebook("04"))
+        zf.writestr("a/../../" + NB["04"], notebook("04"))
+        link = zipfile.ZipInfo(NB["06"])
+        link.create_system = 3
+        link.external_attr = (stat.S_IFLNK | 0o777) << 16
+        zf.writestr(link, str(SOLUTIONS / NB["06"]))
+        zf.writestr("work/" + NB["08"], notebook("08"))
+
+
+def _zip_bomb(path: Path, size_mb: int = 300) -> None:
+    """A zip whose chapter-04 notebook inflates to ``size_mb`` MiB of zeros (a few hundred KiB compressed)."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
+        with zf.open(NB["04"], "w", force_zip64=True) as fh:
+            block = b"\0" * (1 << 20)
+            for _ in range(size_mb):
+                fh.write(block)
+        zf.writestr(NB["06"], notebook("06"))
+        zf.writestr(NB["08"], notebook("08"))
+
+
+EXTRA_CASES = '''
+"""An extra case for the grader's --extra-tests option: GELU on wide inputs (chapter 6)."""
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from course_exercise_cases import Case, to_array
+
+def _inputs():
+    return torch.linspace(-8.0, 8.0, 33, dtype=torch.float64).reshape(3, 11)
+
+def _produce(ns):
+    return {"y": to_array(ns.gelu(_inputs()), "gelu(x)", kind="f")}
+
+def _expected():
+    return {"y": F.gelu(_inputs(), approximate="none").numpy()}
+
+CASES = [Case(id="6.2-extra-wide-range", chapter="06", exercise="6.2", points=1, requires=("gelu",),
+              produce=_produce, expected=_expected, rtol=1e-6, atol=1e-9,
+              hint="Use the exact GELU, x * Phi(x), also for large |x|.")]
+'''
+
+
+def live_child_processes(work_tmp: Path) -> list[str]:
+    """Command lines of running processes that belong to a test adversary, or to a grader child
+    whose work folder lies in ``work_tmp`` (the grader's ``TMPDIR`` in the tests)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state == b"Z":
+            continue
+        if "GRADER-TEST-MARKER" in cmd or ("course_lib/grading/child.py" in cmd and str(work_tmp) in cmd):
+            found.append(f"{name}: {cmd[:200]}")
+    return found

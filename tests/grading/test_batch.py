@@ -1,0 +1,173 @@
+"""The grader against adversarial submissions (one shared run: see ``conftest.batch``).
+
+Each submission must score 0 on the exercises it attacks (or be flagged),
+keep the points of the chapters it did not attack, get a row in every report,
+and leave no process behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from adversaries import live_child_processes
+
+NAMES = sorted([  # the submission names (test_every_built_submission_is_listed keeps them in step)
+    "full", "stub", "partial", "sys_exit_import", "os_exit_import", "sys_exit_call", "os_exit_call",
+    "endless_loop", "alloc_8gb", "print_flood", "detached_grandchild", "patch_reports", "always_equal",
+    "tensor_subclass", "forged_results", "reads_solutions", "ships_modules", "ships_modules_correct",
+    "zip_traversal", "zip_bomb", "not_a_zip", "empty_submission", "nan_inf", "wrong_dtype_shape",
+    "syntax_error", "not_a_notebook", "warnings_stderr", "delegates_builtin"])
+
+
+def test_every_built_submission_is_listed(batch):
+    assert sorted(batch.expect) == NAMES
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_scores(batch, name):
+    e = batch.expect[name]
+    row = batch.rows[name]
+    for ex in e["zero"]:
+        assert int(row[ex]) == 0, f"{name}: exercise {ex} should score 0, got {row[ex]}"
+    for ex in e["full"]:
+        assert int(row[ex]) == batch.points(ex), f"{name}: exercise {ex} should keep {batch.points(ex)}, got {row[ex]}"
+    if e.get("zero_if_hidden"):
+        hidden = batch.summary["sandbox"]["hides_paths"]
+        for ex in e["zero_if_hidden"]:
+            if hidden:
+                assert int(row[ex]) == 0, f"{name}: {ex} read the hidden solutions and scored {row[ex]}"
+    assert int(row["score"]) == sum(int(row[ex]) for ex in batch.summary["exercises"])
+    assert int(row["max"]) == batch.manifest["max_score"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_status_flags_notes(batch, name):
+    e = batch.expect[name]
+    row = batch.rows[name]
+    if e.get("status"):
+        assert row["status"] == e["status"], f"{name}: status {row['status']}"
+    assert row["status"] in ("ok", "timeout", "crashed", "memory", "invalid submission")
+    if e.get("flag"):
+        assert e["flag"] in row["flags"], f"{name}: flags {row['flags']!r}"
+    if e.get("note"):
+        notes = " ".join(batch.grade(name)["notes"])
+        assert e["note"] in notes, f"{name}: notes {notes!r}"
+
+
+def test_full_and_partial_exact(batch):
+    assert int(batch.rows["full"]["score"]) == batch.manifest["max_score"]
+    assert int(batch.rows["stub"]["score"]) == 0
+    lost = batch.points("4.2") + batch.points("6.2")
+    assert int(batch.rows["partial"]["score"]) == batch.manifest["max_score"] - lost
+
+
+def test_extra_tests_module_is_graded(batch):
+    ids = [c["id"] for c in batch.manifest["cases"]]
+    assert "6.2-extra-wide-range" in ids
+    full = {c["case_id"]: c for c in batch.grade("full")["cases"]}
+    assert full["6.2-extra-wide-range"]["passed"] is True
+    stub = {c["case_id"]: c for c in batch.grade("stub")["cases"]}
+    assert stub["6.2-extra-wide-range"]["passed"] is False
+
+
+def test_every_submission_has_every_report(batch):
+    assert sorted(batch.rows) == NAMES
+    for name in NAMES:
+        for f in ("results.json", "feedback.md", "grade.json"):
+            assert (batch.out / name / f).is_file(), f"{name}/{f} missing"
+    leftovers = [p for p in batch.out.rglob("*") if p.name.startswith(".") or p.name.endswith(".tmp")]
+    assert leftovers == [], f"temporary files left: {leftovers}"
+
+
+def test_gradescope_results_schema(batch):
+    for name in NAMES:
+        r = batch.results(name)
+        assert set(r) >= {"score", "max_score", "execution_time", "output", "visibility", "tests"}
+        assert r["score"] == int(batch.rows[name]["score"])
+        graded = [t for t in r["tests"] if t["max_score"] > 0]
+        assert len(graded) == len(batch.manifest["cases"])
+        assert sum(t["score"] for t in r["tests"]) == r["score"]
+        for t in r["tests"]:
+            assert set(t) >= {"name", "score", "max_score", "status", "output", "visibility"}
+            assert t["status"] in ("passed", "failed")
+            assert (t["status"] == "passed") == (t["score"] == t["max_score"] > 0)
+    flagged = batch.results("delegates_builtin")["tests"][-1]
+    assert flagged["visibility"] == "hidden" and "F.gelu" not in flagged["name"]
+
+
+def test_summary_names_versions_and_manifest_hash(batch):
+    s = batch.summary
+    assert s["versions"]["python"] and s["versions"]["torch"] and s["versions"]["numpy"]
+    manifest_bytes = Path(s["manifest"]).read_bytes()
+    assert s["manifest_sha256"] == hashlib.sha256(manifest_bytes).hexdigest()
+    assert s["submissions"] == len(NAMES)
+    assert sum(s["statuses"].values()) == len(NAMES)
+    for name in NAMES:
+        assert batch.grade(name)["manifest_hash"] == s["manifest_sha256"]
+    assert "statement" in s["sandbox"] and set(s["sandbox"]["statement"]) == {"network", "processes", "user", "hidden"}
+
+
+def test_no_process_left_and_nothing_written_later(batch, marker_dir, work_tmp):
+    assert live_child_processes(work_tmp) == []
+    for p in marker_dir.iterdir():
+        p.unlink()
+    before = (batch.out / "detached_grandchild" / "results.json").read_bytes()
+    time.sleep(1.5)
+    assert not (batch.out / "pwned.txt").exists()
+    assert list(marker_dir.iterdir()) == [], "a detached process was still running after grading"
+    after = (batch.out / "detached_grandchild" / "results.json").read_bytes()
+    assert before == after and b"forged" not in after
+    assert live_child_processes(work_tmp) == []
+
+
+def test_shipped_modules_never_imported(batch, marker_dir):
+    assert not (marker_dir / "shadow-module-imported").exists()
+    assert int(batch.rows["ships_modules_correct"]["score"]) == batch.manifest["max_score"]
+
+
+def test_unsafe_archives_extract_nothing_outside(batch):
+    base = batch.subs.parent
+    assert not (base / "04_attention.ipynb").exists() and not (base.parent / "04_attention.ipynb").exists()
+    flags = batch.rows["zip_traversal"]["flags"]
+    assert "symbolic link in zip" in flags and "'..' in the path" in flags and "absolute path" in flags
+
+
+def test_timeout_and_crash_keep_other_chapters(batch):
+    g = batch.grade("endless_loop")
+    assert g["chapter_status"] == {"04": "ok", "06": "timeout", "08": "ok"}
+    g = batch.grade("os_exit_import")
+    assert g["chapter_status"]["04"] == "crashed" and g["chapter_status"]["06"] == "ok"
+    assert g["runtime"] < 60
+
+
+def test_feedback_teaches(batch):
+    text = (batch.out / "stub" / "feedback.md").read_text()
+    assert "NotImplementedError: Exercise 4.1" in text and "Hint:" in text
+    text = (batch.out / "nan_inf" / "feedback.md").read_text()
+    assert "NaN or infinite" in text
+    text = (batch.out / "wrong_dtype_shape" / "feedback.md").read_text()
+    assert "expected bool" in text and "has shape" in text
+
+
+def test_warnings_cost_nothing(batch):
+    assert int(batch.rows["warnings_stderr"]["score"]) == batch.manifest["max_score"]
+    assert batch.rows["warnings_stderr"]["status"] == "ok"
+
+
+def test_print_flood_is_cut(batch):
+    g = batch.grade("print_flood")
+    assert any("printed too much" in n for n in g["notes"])
+    assert len(g["stderr_tail"]) <= 1500
+
+
+def test_child_errors_are_only_feedback(batch):
+    """The forged .json notes (error None) and symlinked .npy files earn nothing."""
+    g = batch.grade("forged_results")
+    forged = [c for c in g["cases"] if c["exercise"] == "4.1"]
+    assert forged and all(not c["passed"] for c in forged)
+    json.dumps(g)  # the record stays plain JSON

@@ -1,0 +1,332 @@
+"""Unit tests of the grader's parent-side parts: no child process is started here.
+
+Comparison and safe reading of result files, submission intake (zip and
+folder), structural checks, reports, limits.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from adversaries import EXERCISES, NB, SOLUTIONS, notebook, write_folder
+from course_lib.grading.compare import ResultError, compare_arrays, judge_case, open_dir, read_array, read_case_dir
+from course_lib.grading.intake import IntakeLimits, Submission, collect_notebooks, discover, submission_hash
+from course_lib.grading.report import StudentResult, atomic_write, grades_csv, gradescope_results
+from course_lib.grading.sandbox import Limits
+from course_lib.grading.static_checks import check_source
+
+
+def npy(arr, allow_pickle=False) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, arr, allow_pickle=allow_pickle)
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------
+# compare
+# ---------------------------------------------------------------------------
+class TestCompare:
+    ref = np.array([[1.0, -2.0], [0.5, float("-inf")]])
+
+    def test_pass_within_tolerance(self):
+        got = self.ref + np.array([[1e-7, 0], [0, 0]])
+        assert compare_arrays("x", got, self.ref, 1e-5, 1e-6) is None
+
+    def test_fails_outside_tolerance_names_the_entry(self):
+        got = self.ref.copy()
+        got[1, 0] = 0.6
+        msg = compare_arrays("x", got, self.ref, 1e-5, 1e-6)
+        assert msg and "(1, 0)" in msg and "0.6" in msg and "1 of 4" in msg
+
+    def test_nan_where_finite_expected_fails(self):
+        got = self.ref.copy()
+        got[0, 0] = np.nan
+        assert "NaN or infinite" in compare_arrays("x", got, self.ref, 1.0, 1.0)
+
+    def test_inf_where_finite_expected_fails_even_with_huge_tolerance(self):
+        got = self.ref.copy()
+        got[0, 1] = np.inf
+        assert compare_arrays("x", got, self.ref, 1e9, 1e9) is not None
+
+    def test_expected_minus_inf_must_match_exactly(self):
+        got = self.ref.copy()
+        got[1, 1] = -1e30
+        assert compare_arrays("x", got, self.ref, 1e9, 1e9) is not None
+        got[1, 1] = np.inf
+        assert compare_arrays("x", got, self.ref, 1e9, 1e9) is not None
+
+    def test_kind_and_shape(self):
+        assert "expected bool" in compare_arrays("m", np.ones((2, 2)), np.ones((2, 2), bool), 1, 1)
+        assert "shape (4,)" in compare_arrays("x", self.ref.reshape(4), self.ref, 1, 1)
+        assert compare_arrays("i", np.array([1, 2]), np.array([1, 3]), 1e9, 1e9) is not None
+
+    def test_read_array_rejects_pickles_npz_and_other_dtypes(self):
+        with pytest.raises(ResultError, match="not a .npy"):
+            read_array(b"PK\x03\x04 not npy")
+        buf = io.BytesIO()
+        np.savez(buf, a=np.ones(2))
+        with pytest.raises(ResultError):
+            read_array(buf.getvalue())
+        with pytest.raises(ResultError):
+            read_array(npy(np.array([object()], dtype=object), allow_pickle=True))
+        with pytest.raises(ResultError, match="float32"):
+            read_array(npy(np.ones(2, np.float32)))
+        with pytest.raises(ResultError):
+            read_array(npy(np.ones(3))[:-8])
+        assert read_array(npy(np.arange(3))).dtype == np.int64
+
+    def test_read_case_dir_never_follows_links_or_reads_fifos(self, tmp_path):
+        (tmp_path / "c1").mkdir()
+        (tmp_path / "secret").write_bytes(npy(np.ones(2)))
+        os.symlink(tmp_path / "secret", tmp_path / "c1" / "a.npy")
+        os.mkfifo(tmp_path / "c1" / "b.npy")
+        (tmp_path / "c1" / "c.npy").write_bytes(npy(np.ones(2)))
+        os.symlink(tmp_path / "c1", tmp_path / "c2")
+        fd = open_dir(str(tmp_path))
+        try:
+            arrays, info = read_case_dir(fd, "c1", ["a", "b", "c", "d"])
+            assert isinstance(arrays["a"], ResultError) and isinstance(arrays["b"], ResultError)
+            assert isinstance(arrays["c"], np.ndarray) and "no result" in str(arrays["d"])
+            assert info == {}
+            linked, _ = read_case_dir(fd, "c2", ["c"])
+            assert isinstance(linked["c"], ResultError)
+        finally:
+            os.close(fd)
+
+    def test_judge_case_scores_zero_without_results(self, tmp_path):
+        case = {"id": "4.1-x", "exercise": "4.1", "function": "f", "points": 2, "rtol": 1e-5, "atol": 1e-6,
+                "hint": "think"}
+        fd = open_dir(str(tmp_path))
+        try:
+            v = judge_case(case, fd, {"out": np.ones(2)}, "timeout")
+        finally:
+            os.close(fd)
+        assert v.points == 0 and "ran out of time" in v.message and "Hint: think" in v.message
+        (tmp_path / "4.1-x").mkdir()
+        (tmp_path / "4.1-x" / "out.npy").write_bytes(npy(np.ones(2)))
+        (tmp_path / "4.1-x.json").write_text(json.dumps({"error": "claims failure"}))
+        fd = open_dir(str(tmp_path))
+        try:
+            v = judge_case(case, fd, {"out": np.ones(2), "w": np.zeros(1)})
+            assert v.points == 0, "a missing key must fail even when the child says it raised"
+            v = judge_case(case, fd, {"out": np.ones(2)})
+            assert v.points == 2, "the arrays decide, not the child's note"
+        finally:
+            os.close(fd)
+
+
+# ---------------------------------------------------------------------------
+# intake
+# ---------------------------------------------------------------------------
+NOTEBOOKS = {"04": NB["04"], "06": NB["06"]}
+
+
+def _zip(path: Path, members: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return path
+
+
+class TestIntake:
+    def test_discover_ids_and_duplicates(self, tmp_path):
+        (tmp_path / "alice").mkdir()
+        _zip(tmp_path / "alice.zip", {})
+        (tmp_path / "bob smith (2)").mkdir()
+        (tmp_path / "notes.txt").write_text("ignored")
+        subs = discover([tmp_path])
+        assert [s.student for s in subs] == ["alice", "alice~2", "bob_smith__2_"]
+        assert any("duplicate" in f for f in subs[1].flags)
+        with pytest.raises(FileNotFoundError):
+            discover([tmp_path / "missing"])
+
+    def test_folder_takes_only_notebooks_shallowest_first(self, tmp_path):
+        root = write_folder(tmp_path / "s", {
+            "deep/x/" + NB["04"]: b"deep", NB["04"]: b"top", "conftest.py": b"evil", "torch.py": b"evil",
+            ".ipynb_checkpoints/" + NB["06"]: b"checkpoint", "06_feed_forward (1).ipynb": b"renamed"})
+        sub = collect_notebooks(Submission("s", root), NOTEBOOKS, ["04", "06"])
+        assert sub.notebooks == {"04": b"top", "06": b"renamed"}
+        assert any("several notebooks" in f for f in sub.flags) and any("non-standard" in f for f in sub.flags)
+
+    def test_folder_symlinks_are_ignored(self, tmp_path):
+        root = write_folder(tmp_path / "s", {"x.txt": b"x"})
+        os.symlink(SOLUTIONS / NB["04"], root / NB["04"])
+        os.symlink(SOLUTIONS, root / "sol")
+        sub = collect_notebooks(Submission("s", root), NOTEBOOKS, ["04", "06"])
+        assert sub.notebooks == {} and sub.invalid and sum("symbolic link" in f for f in sub.flags) == 2
+
+    def test_zip_unsafe_members_and_bomb(self, tmp_path):
+        z = _zip(tmp_path / "z.zip", {"../" + NB["04"]: b"a", "/abs/" + NB["04"]: b"b", "C:/x/" + NB["04"]: b"c",
+                                      "ok/" + NB["06"]: b"good"})
+        sub = collect_notebooks(Submission("z", z), NOTEBOOKS, ["04", "06"])
+        assert sub.notebooks == {"06": b"good"}
+        assert sum("unsafe zip member" in f for f in sub.flags) == 3
+        with zipfile.ZipFile(tmp_path / "bomb.zip", "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr(NB["04"], b"\0" * (3 << 20))
+        limits = IntakeLimits(notebook_bytes=1 << 20, total_bytes=2 << 20)
+        sub = collect_notebooks(Submission("b", tmp_path / "bomb.zip"), NOTEBOOKS, ["04"], limits)
+        assert sub.notebooks == {} and any("zip bomb" in f for f in sub.flags) and sub.invalid
+
+    def test_zip_symlink_member_and_garbage(self, tmp_path):
+        with zipfile.ZipFile(tmp_path / "l.zip", "w") as zf:
+            info = zipfile.ZipInfo(NB["04"])
+            info.external_attr = (stat.S_IFLNK | 0o777) << 16
+            zf.writestr(info, "/etc/passwd")
+        sub = collect_notebooks(Submission("l", tmp_path / "l.zip"), NOTEBOOKS, ["04"])
+        assert sub.notebooks == {} and any("symbolic link in zip" in f for f in sub.flags)
+        (tmp_path / "g.zip").write_bytes(b"garbage")
+        sub = collect_notebooks(Submission("g", tmp_path / "g.zip"), NOTEBOOKS, ["04"])
+        assert sub.invalid and "zip" in sub.invalid
+
+    def test_too_many_members_is_invalid(self, tmp_path):
+        z = _zip(tmp_path / "m.zip", {f"f{i}.txt": b"" for i in range(30)})
+        sub = collect_notebooks(Submission("m", z), NOTEBOOKS, ["04"], IntakeLimits(members=20))
+        assert sub.invalid and "members" in sub.invalid
+
+    def test_hash_is_stable_and_sensitive(self, tmp_path):
+        root = write_folder(tmp_path / "s", {NB["04"]: b"one", "sub/x.txt": b"x"})
+        h1 = submission_hash(Submission("s", root), IntakeLimits())
+        assert h1 == submission_hash(Submission("s", root), IntakeLimits())
+        (root / "sub" / "x.txt").write_bytes(b"y")
+        assert submission_hash(Submission("s", root), IntakeLimits()) != h1
+
+
+# ---------------------------------------------------------------------------
+# structural checks
+# ---------------------------------------------------------------------------
+EX = {"4.1": "scaled_dot_product_attention", "4.2": "self_attention"}
+
+
+def _flags(src: str, chapter="04", exercises=EX) -> list[str]:
+    return [str(f) for f in check_source(src, chapter, exercises)]
+
+
+class TestStaticChecks:
+    def test_delegation_through_aliases_getattr_and_helpers(self):
+        assert any("delegates 4.1" in f for f in _flags(
+            "import torch.nn.functional as F\ndef scaled_dot_product_attention(q, k, v, mask=None):\n"
+            "    return F.scaled_dot_product_attention(q, k, v), None\n"))
+        assert any("delegates 4.1" in f for f in _flags(
+            "from torch.nn.functional import scaled_dot_product_attention as sdpa\n"
+            "def helper(q, k, v):\n    return sdpa(q, k, v)\n"
+            "def scaled_dot_product_attention(q, k, v, mask=None):\n    return helper(q, k, v), None\n"))
+        assert any("delegates 4.1" in f for f in _flags(
+            "import torch\ndef scaled_dot_product_attention(q, k, v, mask=None):\n"
+            "    return getattr(torch.nn.functional, 'scaled_dot_product_attention')(q, k, v), None\n"))
+        assert any("delegates 4.2" in f for f in _flags(
+            "def self_attention(x, w_q, w_k, w_v, mask=None):\n"
+            "    from course_lib.attention import scaled_dot_product_attention as s\n    return s(x, x, x)\n"))
+        assert any("dynamic 4.1" in f for f in _flags(
+            "def scaled_dot_product_attention(q, k, v, mask=None):\n    return eval('q')\n"))
+
+    def test_keyword_delegation_and_layer_norm(self):
+        src = ("import torch.nn.functional as F\ndef label_smoothed_loss(logits, target, eps, pad_id):\n"
+               "    return F.cross_entropy(logits, target, label_smoothing=eps)\n")
+        assert any("label_smoothing" in f for f in _flags(src, "09", {"9.1": "label_smoothed_loss"}))
+        plain = src.replace(", label_smoothing=eps", "")
+        assert _flags(plain, "09", {"9.1": "label_smoothed_loss"}) == []
+        src = "from torch import nn\ndef layer_norm(x, gamma, beta, eps=1e-5):\n    return nn.LayerNorm(4)(x)\n"
+        assert any("torch.nn.LayerNorm" in f for f in _flags(src, "07", {"7.1": "layer_norm"}))
+
+    def test_own_function_with_builtin_name_is_not_delegation(self):
+        src = ("from course_lib.attention import scaled_dot_product_attention\n"
+               "def scaled_dot_product_attention(q, k, v, mask=None):\n    return q, k\n"
+               "def self_attention(x, w_q, w_k, w_v, mask=None):\n"
+               "    return scaled_dot_product_attention(x, x, x)\n")
+        assert _flags(src) == []
+
+    def test_reading_outside_and_solutions(self):
+        src = ("import numpy as np\nfrom pathlib import Path\n"
+               "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+               "    a = np.load('../secret.npy')\n    b = Path('/work/main/solutions/04_attention.ipynb')\n"
+               "    return open('/etc/passwd').read(), None\n")
+        flags = _flags(src)
+        assert any(f.startswith("reads-outside") and "../secret.npy" in f for f in flags)
+        assert any(f.startswith("solutions") for f in flags)
+        assert any("/etc/passwd" in f for f in flags)
+
+    @pytest.mark.parametrize("folder", [SOLUTIONS, EXERCISES])
+    def test_course_notebooks_have_no_flags(self, folder):
+        from course_lib.grading.extract import extract_source
+
+        books = sorted(folder.glob("[0-9][0-9]_*.ipynb"))
+        if not books:
+            pytest.skip("notebooks not built")
+        from adversaries import ROOT
+        cases_text = (ROOT / "tests" / "exercises" / "cases.py").read_text()
+        import re
+        exercises = dict(re.findall(r'"(\d+\.\d+)": "(\w+)"', cases_text))
+        for book in books:
+            ch = book.name[:2]
+            mine = {e: f for e, f in exercises.items() if f"{int(e.split('.')[0]):02d}" == ch}
+            assert _flags(extract_source(book), ch, mine) == [], book.name
+
+    def test_unparsable_source_gives_no_flag(self):
+        assert _flags("def (:\n") == []
+
+
+# ---------------------------------------------------------------------------
+# reports and limits
+# ---------------------------------------------------------------------------
+def _result(**kw) -> StudentResult:
+    base = dict(student="=HYPERLINK(1)", submission_hash="h", manifest_hash="m", status="ok", score=2, max_score=3,
+                exercises={"4.1": 2}, exercises_max={"4.1": 3},
+                cases=[{"case_id": "4.1-a", "exercise": "4.1", "function": "f", "points": 2, "max_points": 2,
+                        "passed": True, "message": "", "child_error": None},
+                       {"case_id": "4.1-b", "exercise": "4.1", "function": "f", "points": 0, "max_points": 1,
+                        "passed": False, "message": "wrong", "child_error": None}],
+                flags=["delegates 4.1: x"])
+    base.update(kw)
+    return StudentResult(**base)
+
+
+def test_grades_csv_defuses_formulas_and_keeps_columns():
+    text = grades_csv([_result()], ["4.1", "10.2"])
+    header, row = text.splitlines()
+    assert header == "student,score,max,4.1,10.2,status,runtime,flags,submission_hash"
+    assert row.startswith("'=HYPERLINK(1),2,3,2,0,ok,")
+
+
+def test_gradescope_results_hide_flags_from_students():
+    r = gradescope_results(_result())
+    assert r["score"] == 2 and r["max_score"] == 3
+    assert [t["status"] for t in r["tests"]] == ["passed", "failed", "failed"]
+    assert r["tests"][-1]["visibility"] == "hidden" and r["tests"][-1]["max_score"] == 0
+
+
+def test_grade_record_round_trip_and_rejects_junk():
+    r = _result()
+    assert StudentResult.from_json(json.loads(json.dumps(r.to_json()))) == r
+    with pytest.raises(ValueError):
+        StudentResult.from_json({"student": "x"})
+    with pytest.raises(ValueError):
+        StudentResult.from_json({**r.to_json(), "status": "excellent"})
+
+
+def test_atomic_write_replaces_and_leaves_no_temp(tmp_path):
+    atomic_write(tmp_path / "a" / "f.json", "one")
+    atomic_write(tmp_path / "a" / "f.json", b"two")
+    assert (tmp_path / "a" / "f.json").read_bytes() == b"two"
+    assert os.listdir(tmp_path / "a") == ["f.json"]
+
+
+def test_limits_validate():
+    with pytest.raises(ValueError, match="memory_mb"):
+        Limits(memory_mb=800)
+    with pytest.raises(ValueError, match="chapter_timeout_s"):
+        Limits(chapter_timeout_s=0)
+    assert Limits(memory_mb=2048).rlimits(own_uid=False)["as_bytes"] == 2048 << 20
+    assert Limits().rlimits(own_uid=False)["nproc"] is None
+
+
+def test_notebook_builder_appends_a_cell():
+    nb = json.loads(notebook("04", extra="x = 1"))
+    assert nb["cells"][-1]["source"] == "x = 1\n"
