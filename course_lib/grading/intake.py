@@ -93,7 +93,8 @@ def discover(paths: list[Path], single: bool = False, student: str | None = None
 
     Raises:
         FileNotFoundError: a path does not exist.
-        ValueError: ``student`` given without ``single`` and exactly one path.
+        ValueError: ``student`` given without ``single`` and exactly one path;
+            a path (without ``single``) that holds notebooks itself.
     """
     entries: list[Path] = []
     for base in paths:
@@ -105,6 +106,12 @@ def discover(paths: list[Path], single: bool = False, student: str | None = None
             continue
         if not base.is_dir():
             raise FileNotFoundError(f"SUBMISSIONS path {str(base)!r} is not a folder (use --single for one submission)")
+        if any(p.suffix == ".ipynb" for p in base.iterdir() if p.is_file()):
+            raise ValueError(
+                f"SUBMISSIONS path {str(base)!r} holds notebooks itself, so it looks like ONE student's "
+                "submission: pass the folder that holds one sub-folder or .zip per student, "
+                "or add --single to grade this folder as one submission"
+            )
         for entry in sorted(base.iterdir()):
             if entry.name.startswith("."):
                 continue
