@@ -4,6 +4,8 @@
 # Both need python3 (>= 3.10); `make book` also needs node/npm (for the offline JavaScript).
 
 PYTHON  ?= python3
+# Extra pip options for the install, e.g. PyTorch's CPU-only index (README.md).
+PIP_EXTRA ?=
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
@@ -21,7 +23,7 @@ export MPLBACKEND := Agg
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet $(PIP_EXTRA) -e ".[dev]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -75,6 +75,8 @@ def scaled_dot_product_attention(
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1); got {dropout_p}")
     d_k = q.size(-1)
+    if d_k == 0 and scale is None:
+        raise ValueError(f"q and k must have d_k >= 1 (last dim); got q {tuple(q.shape)}")
     scale = 1.0 / math.sqrt(d_k) if scale is None else scale
 
     scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # (..., q_len, k_len)
@@ -175,6 +177,8 @@ class MultiHeadAttention(nn.Module):
         fused_qkv: bool = False,
     ) -> None:
         super().__init__()
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1); got {dropout}")
         if n_heads < 1 or d_model < 1 or d_model % n_heads != 0:
             raise ValueError(
                 f"d_model={d_model} must be a positive multiple of n_heads={n_heads} "

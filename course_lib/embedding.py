@@ -44,6 +44,8 @@ class TokenEmbedding(nn.Module):
         super().__init__()
         if vocab_size < 1 or d_model < 1:
             raise ValueError(f"vocab_size and d_model must be positive; got vocab_size={vocab_size}, d_model={d_model}")
+        if padding_idx is not None and not 0 <= padding_idx < vocab_size:
+            raise ValueError(f"padding_idx must lie in [0, {vocab_size}); got {padding_idx}")
         self.vocab_size = vocab_size
         self.d_model = d_model
         self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)
@@ -58,18 +60,27 @@ class TokenEmbedding(nn.Module):
         """The ``(vocab_size, d_model)`` embedding matrix (shareable with the output layer)."""
         return self.embedding.weight
 
-    def forward(self, tokens: Tensor) -> Tensor:
+    def check_ids(self, tokens: Tensor, name: str = "tokens") -> None:
+        """Raise ``ValueError`` (naming ``name``) unless ``tokens`` are integer ids in range.
+
+        The range check reads two numbers back from the device: cheap on the
+        CPU, a synchronisation per step on a GPU, where it is skipped (an
+        out-of-range id then fails inside the embedding lookup).
+        """
+        if not isinstance(tokens, Tensor):
+            raise ValueError(f"{name} must be a tensor of token ids; got {type(tokens).__name__}")
         if tokens.dtype.is_floating_point or tokens.dtype == torch.bool or tokens.is_complex():
-            raise ValueError(f"tokens must be an integer tensor of ids; got dtype {tokens.dtype}")
-        # The range check reads two numbers back from the device: cheap on the
-        # CPU, a synchronisation per step on a GPU, where it is skipped (an
-        # out-of-range id then fails inside the embedding lookup).
+            raise ValueError(f"{name} must be an integer tensor of ids; got dtype {tokens.dtype}")
         if tokens.device.type == "cpu" and tokens.numel() and (
             int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size
         ):
             raise ValueError(
-                f"tokens must lie in [0, {self.vocab_size}); got min {int(tokens.min())}, max {int(tokens.max())}"
+                f"{name} must lie in [0, {self.vocab_size}) (the vocabulary size); "
+                f"got min {int(tokens.min())}, max {int(tokens.max())}"
             )
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        self.check_ids(tokens)
         return self.embedding(tokens) * self.scale
 
     def extra_repr(self) -> str:

@@ -51,6 +51,7 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
 
     Raises:
         ValueError: if ``tokens`` is not 2-D or not an integer tensor.
+        TypeError: if ``pad_id`` is not an int.
 
     Source: Vaswani et al. (2017) do not spell padding out; every implementation
     needs it so that attention ignores the filler tokens of short sentences.
@@ -61,6 +62,8 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
         raise ValueError(f"tokens must have shape (batch, seq_len); got {shape}")
     if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
         raise ValueError(f"tokens must be an integer tensor of token ids; got dtype {tokens.dtype}")
+    if isinstance(pad_id, bool) or not isinstance(pad_id, int):
+        raise TypeError(f"pad_id must be an int (the id of <pad>); got {pad_id!r}")
     return (tokens != pad_id)[:, None, None, :]
 
 

@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from .attention import MultiHeadAttention
 from .embedding import TokenEmbedding
 from .layers import DecoderLayer, DecoderLayerCache, EncoderLayer
-from .masks import causal_mask, decoder_self_attention_mask, padding_mask
+from .masks import causal_mask, check_mask, decoder_self_attention_mask, padding_mask
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, _check_positions
 
 __all__ = ["TransformerConfig", "Encoder", "Decoder", "DecoderCache", "Transformer"]
@@ -73,6 +73,13 @@ class TransformerConfig:
     eps: float = 1e-5
 
     def __post_init__(self) -> None:
+        for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "n_encoder_layers",
+                     "n_decoder_layers", "d_ff", "max_len"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name} must be an int; got {value!r}")
+        if self.n_heads < 1:
+            raise ValueError(f"n_heads must be positive; got {self.n_heads}")
         if self.d_model % self.n_heads != 0:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "max_len"):
@@ -85,6 +92,10 @@ class TransformerConfig:
             raise ValueError(f"dropout must be in [0, 1); got {self.dropout}")
         if self.positional not in _POSITIONAL:
             raise ValueError(f"positional must be one of {_POSITIONAL}; got {self.positional!r}")
+        if self.pad_id is not None and not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
+            raise ValueError(
+                f"pad_id must be None or lie in [0, {min(self.src_vocab_size, self.tgt_vocab_size)}); got {self.pad_id}"
+            )
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(
                 "share_embeddings needs src_vocab_size == tgt_vocab_size; "
@@ -144,6 +155,17 @@ def _check_tokens(tokens: Tensor, name: str) -> None:
         raise ValueError(f"{name} must be an integer tensor of token ids; got dtype {tokens.dtype}")
 
 
+def _check_length(length: int, offset: int, max_len: int, name: str) -> None:
+    if length < 1:
+        raise ValueError(f"{name} must hold at least one position; got length {length}")
+    if offset + length > max_len:
+        where = f"positions {offset}..{offset + length - 1}" if offset else f"{length} positions"
+        raise ValueError(
+            f"{name} has {where}, more than config.max_len={max_len}; "
+            "use shorter sequences or a larger TransformerConfig.max_len"
+        )
+
+
 class Encoder(nn.Module):
     """Embedding + positions, ``n_encoder_layers`` :class:`EncoderLayer`, final norm in Pre-LN.
 
@@ -169,9 +191,12 @@ class Encoder(nn.Module):
             for _ in range(c.n_encoder_layers)
         )
         self.final_norm = nn.LayerNorm(c.d_model, eps=c.eps) if c.norm_first else nn.Identity()
+        self.max_len = c.max_len
 
     def forward(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
         _check_tokens(src, "src")
+        self.embedding.check_ids(src, "src")
+        _check_length(src.size(1), 0, self.max_len, "src")
         x = self.positional(self.embedding(src))
         for layer in self.layers:
             x = layer(x, src_mask)
@@ -227,6 +252,7 @@ class Decoder(nn.Module):
             for _ in range(c.n_decoder_layers)
         )
         self.final_norm = nn.LayerNorm(c.d_model, eps=c.eps) if c.norm_first else nn.Identity()
+        self.max_len = c.max_len
 
     def new_cache(self) -> DecoderCache:
         """An empty :class:`DecoderCache` for incremental decoding."""
@@ -241,7 +267,9 @@ class Decoder(nn.Module):
         cache: DecoderCache | None = None,
     ) -> Tensor:
         _check_tokens(tgt, "tgt")
+        self.embedding.check_ids(tgt, "tgt")
         offset = cache.length if cache is not None else 0
+        _check_length(tgt.size(1), offset, self.max_len, "tgt")
         x = self.positional(self.embedding(tgt), offset=offset)
         for i, layer in enumerate(self.layers):
             x = layer(x, memory, tgt_mask, memory_mask, cache.layers[i] if cache is not None else None)
@@ -295,9 +323,17 @@ class Transformer(nn.Module):
         return None if self.config.pad_id is None else padding_mask(src, self.config.pad_id)
 
     def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
+        """Encode ``src`` ``(batch, src_len)`` into ``memory`` ``(batch, src_len, d_model)``.
+
+        ``src_mask``: bool, ``True`` = may attend, broadcastable to
+        ``(batch, n_heads, src_len, src_len)``; default: the padding mask of
+        ``src`` (``(batch, 1, 1, src_len)``). Raises ``ValueError``/``TypeError``
+        naming ``src`` or ``src_mask`` for bad input. Source: section 3.1.
+        """
         _check_tokens(src, "src")
         if src_mask is None:
             src_mask = self.source_mask(src)
+        check_mask(src_mask, (src.size(0), self.config.n_heads, src.size(1), src.size(1)), "src_mask")
         return self.encoder(src, src_mask)
 
     def decode(
@@ -308,9 +344,30 @@ class Transformer(nn.Module):
         tgt_mask: Tensor | None = None,
         cache: DecoderCache | None = None,
     ) -> Tensor:
+        """Decoder pass and output projection: logits ``(batch, tgt_len, tgt_vocab_size)``.
+
+        Args:
+            tgt: ``(batch, tgt_len)`` ids (with a ``cache``: only the new positions).
+            memory: the encoder output ``(batch, src_len, d_model)``.
+            src_mask: bool, broadcastable to ``(batch, n_heads, tgt_len,
+                src_len)``: which source positions cross-attention may read
+                (usually the source padding mask ``(batch, 1, 1, src_len)``).
+            tgt_mask: bool, broadcastable to ``(batch, n_heads, tgt_len,
+                cached_len + tgt_len)``; default causal AND target padding.
+            cache: a :class:`DecoderCache` for incremental decoding (chapter 10).
+
+        Raises:
+            ValueError/TypeError naming ``tgt``, ``memory``, ``src_mask`` or
+            ``tgt_mask``. Source: section 3.1 and 3.2.3.
+        """
         _check_tokens(tgt, "tgt")
+        if tgt.size(1) < 1:
+            raise ValueError(f"tgt must hold at least one position; got shape {tuple(tgt.shape)}")
         if tgt.size(0) != memory.size(0):
             raise ValueError(f"batch sizes differ: tgt has {tgt.size(0)}, memory has {memory.size(0)}")
+        past = cache.length if cache is not None else 0
+        check_mask(src_mask, (tgt.size(0), self.config.n_heads, tgt.size(1), memory.size(1)), "src_mask")
+        check_mask(tgt_mask, (tgt.size(0), self.config.n_heads, tgt.size(1), past + tgt.size(1)), "tgt_mask")
         if tgt_mask is None:
             if cache is None or cache.length == 0:
                 tgt_mask = decoder_self_attention_mask(tgt, self.config.pad_id)
@@ -323,13 +380,22 @@ class Transformer(nn.Module):
     def forward(
         self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None
     ) -> Tensor:
+        """``encode`` then ``decode``: logits ``(batch, tgt_len, tgt_vocab_size)``.
+
+        ``src`` ``(batch, src_len)`` and ``tgt`` ``(batch, tgt_len)`` are
+        integer ids (``tgt`` is the shifted-right decoder input); the masks
+        follow the course convention (bool, ``True`` = may attend) and default
+        to the padding mask of ``src`` and causal AND padding for ``tgt``.
+        Raises ``ValueError``/``TypeError`` naming the bad argument.
+        Source: Vaswani et al. (2017), section 3, figure 1.
+        """
         _check_tokens(src, "src")
         _check_tokens(tgt, "tgt")
         if src.size(0) != tgt.size(0):
             raise ValueError(f"batch sizes differ: src has {src.size(0)}, tgt has {tgt.size(0)}")
+        memory = self.encode(src, src_mask)
         if src_mask is None:
             src_mask = self.source_mask(src)
-        memory = self.encoder(src, src_mask)
         return self.decode(tgt, memory, src_mask, tgt_mask)
 
     def new_cache(self) -> DecoderCache:

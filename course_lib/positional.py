@@ -28,13 +28,14 @@ def sinusoidal_encoding(max_len: int, d_model: int, dtype: torch.dtype = torch.f
         tensor of shape ``(max_len, d_model)``, values in ``[-1, 1]``.
 
     Raises:
-        ValueError: if ``max_len`` or ``d_model`` is not a positive integer.
+        ValueError: if ``max_len`` or ``d_model`` is not a positive integer, or
+            ``dtype`` is not a floating dtype.
 
     Source: Vaswani et al. (2017), section 3.5.
     """
-    for name, value in (("max_len", max_len), ("d_model", d_model)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int; got {value!r}")
+    _check_sizes(max_len, d_model)
+    if not dtype.is_floating_point:
+        raise ValueError(f"dtype must be a floating dtype; got {dtype}")
     position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (ceil(d/2),)
     angle = position / torch.pow(10000.0, two_i / d_model)  # (max_len, ceil(d/2))
@@ -44,11 +45,17 @@ def sinusoidal_encoding(max_len: int, d_model: int, dtype: torch.dtype = torch.f
     return pe.to(dtype)
 
 
+def _check_sizes(max_len: int, d_model: int) -> None:
+    for name, value in (("max_len", max_len), ("d_model", d_model)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int; got {value!r}")
+
+
 def _check_positions(x: Tensor, offset: int, max_len: int, d_model: int) -> None:
     if x.dim() != 3 or x.size(-1) != d_model:
         raise ValueError(f"x must have shape (batch, seq_len, {d_model}); got {tuple(x.shape)}")
-    if offset < 0:
-        raise ValueError(f"offset must be >= 0; got {offset}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset must be an int >= 0; got {offset!r}")
     if offset + x.size(1) > max_len:
         raise ValueError(
             f"positions {offset}..{offset + x.size(1) - 1} exceed max_len={max_len}; "
@@ -115,6 +122,7 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.1) -> None:
         super().__init__()
+        _check_sizes(max_len, d_model)
         self.d_model = d_model
         self.max_len = max_len
         self.embedding = nn.Embedding(max_len, d_model)
