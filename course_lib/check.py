@@ -17,6 +17,19 @@ one result per case, and prints per exercise the points earned out of the points
 possible, the total, and what to fix. The exit code is 0 whatever the score; it
 is 2 only for a usage error (an unknown chapter, a missing folder).
 
+Time limits: each case may run the student's code for ``--case-timeout``
+seconds (default 20; the case then fails as "did not finish", and the other
+cases of that exercise are skipped); the whole run is killed after
+``--timeout`` seconds (default 120 per chapter checked). Every case's result
+is written as soon as the case ends, so a killed run keeps the points of the
+cases that finished.
+
+It also reads (never runs) the graded code with the grader's structural checks
+(:mod:`course_lib.grading.static_checks`) and prints a warning for each
+exercise that hands its work to the library it asks you to re-implement, and it
+warns when a copy of a notebook (``04_attention-Copy1.ipynb``) lies beside the
+file it checks.
+
 Source: the exercise/grader contract, ``tests/exercises/CONTRACT.md``.
 """
 
@@ -36,10 +49,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["repository_root", "load_cases", "resolve_chapters", "default_notebooks", "run_checks", "format_report", "main"]
+__all__ = ["repository_root", "load_cases", "resolve_chapters", "default_notebooks", "run_checks", "format_report",
+           "code_cell_numbers", "rename_cells", "static_warnings", "copy_warnings", "main"]
 
 CASES_MODULE = "course_exercise_cases"
-DEFAULT_TIMEOUT_S = 600.0
+#: seconds the whole run may take, per chapter checked (the run is killed after that)
+DEFAULT_TIMEOUT_PER_CHAPTER_S = 120.0
+#: seconds the student's code may run in one case
+DEFAULT_CASE_TIMEOUT_S = 20.0
 
 
 def repository_root() -> Path:
@@ -112,9 +129,104 @@ def default_notebooks(cwd: Path, root: Path, notebooks: dict[str, str]) -> Path:
     return root / "exercises"
 
 
+def code_cell_numbers(notebook: str | os.PathLike[str]) -> dict[int, int]:
+    """Map the extractor's cell numbers (all cells, from 1) to code-cell numbers (code cells only, from 1).
+
+    Jupyter numbers no cells, and a student counting "cell 4" rarely counts the
+    markdown cells: messages say "code cell N" instead. Returns ``{}`` when the
+    file cannot be read as a notebook.
+    """
+    try:
+        nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
+        cells = nb["cells"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    out: dict[int, int] = {}
+    code = 0
+    for number, cell in enumerate(cells if isinstance(cells, list) else [], start=1):
+        if isinstance(cell, dict) and cell.get("cell_type") == "code":
+            code += 1
+            out[number] = code
+    return out
+
+
+def rename_cells(text: str, notebook: str | os.PathLike[str]) -> str:
+    """Rewrite ``cell N`` (extractor numbering) in ``text`` as ``code cell M`` of ``notebook``."""
+    numbers = code_cell_numbers(notebook)
+    if not numbers:
+        return text
+
+    def sub(m: re.Match) -> str:
+        number = int(m.group(2))
+        return f"{m.group(1)}code cell {numbers[number]}" if number in numbers else m.group(0)
+
+    return re.sub(r"(^|[^\w ]|(?<!code) )cell (\d+)\b", sub, text)
+
+
+def static_warnings(chapters: list[str], notebooks: Path, cases: ModuleType) -> list[str]:
+    """One warning line per structural flag of the grader (read only, never run) in the checked notebooks.
+
+    Uses :func:`course_lib.grading.extract.extract_source` (parses the notebook)
+    and :func:`course_lib.grading.static_checks.check_source`; a notebook that
+    cannot be read gives no warning here (the tests report it).
+    """
+    from course_lib.grading.extract import SubmissionError, extract_source
+    from course_lib.grading.static_checks import check_source
+
+    lines: list[str] = []
+    for chapter in chapters or list(cases.NOTEBOOKS):
+        path = notebooks / cases.NOTEBOOKS[chapter]
+        exercises = {ex: fn for ex, fn in cases.EXERCISES.items() if f"{int(ex.split('.')[0]):02d}" == chapter}
+        try:
+            flags = check_source(extract_source(path), chapter, exercises)
+        except (SubmissionError, OSError):
+            continue
+        for flag in flags:
+            detail = rename_cells(flag.detail, path)
+            if flag.code == "delegates":
+                lines.append(f"{flag.exercise} ({exercises.get(flag.exercise, '?')}): {detail}. The exercise asks you to "
+                             f"write this yourself: your instructor's grader flags this for review.")
+            elif flag.code == "dynamic":
+                lines.append(f"{flag.exercise} ({exercises.get(flag.exercise, '?')}): {detail}, which hides what it "
+                             f"calls: your instructor's grader flags this for review.")
+            else:
+                lines.append(f"{cases.NOTEBOOKS[chapter]}: {flag.code}: {detail}: your instructor's grader flags this "
+                             f"for review.")
+    return lines
+
+
+def copy_warnings(args: list[str], chapters: list[str], notebooks: Path, cases: ModuleType) -> list[str]:
+    """Warnings when the file a student names, or a copy lying beside the checked notebook, is not what is read.
+
+    The checker always reads ``NN_topic.ipynb`` from the notebook folder; a
+    ``04_attention-Copy1.ipynb`` (Jupyter's "Duplicate") is never checked.
+    """
+    lines: list[str] = []
+    names = [cases.NOTEBOOKS[c] for c in (chapters or list(cases.NOTEBOOKS))]
+    for arg in args:
+        name = Path(arg).name
+        if name.endswith(".ipynb") and name not in cases.NOTEBOOKS.values():
+            chapter = resolve_chapters([arg], cases.NOTEBOOKS)[0]
+            lines.append(f"you named {name}, but the checker always reads {cases.NOTEBOOKS[chapter]} in the notebook "
+                         f"folder: that is the file checked. Rename your notebook to {cases.NOTEBOOKS[chapter]} "
+                         f"(keep a backup) to check it.")
+    if notebooks.is_dir():
+        for name in names:
+            stem = name[: -len(".ipynb")]
+            for other in sorted(notebooks.glob(f"{glob_escape(stem)}*.ipynb")):
+                if other.name != name:
+                    lines.append(f"{other.name} lies beside {name}; only {name} is checked.")
+    return lines
+
+
+def glob_escape(text: str) -> str:
+    """``text`` with glob wildcards escaped."""
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
 @dataclass
 class CaseResult:
-    """The outcome of one case: ``kind`` is passed, not_implemented, failed or error."""
+    """The outcome of one case: ``kind`` is passed, not_implemented, failed, error or timeout."""
 
     id: str
     chapter: str
@@ -122,6 +234,7 @@ class CaseResult:
     points: int
     kind: str = "error"
     message: str = ""
+    done: bool = False
 
 
 @dataclass
@@ -132,57 +245,86 @@ class CheckRun:
     chapters: list[str]
     results: list[CaseResult] = field(default_factory=list)
     problem: str = ""
+    warnings: list[str] = field(default_factory=list)
 
 
-def run_checks(chapters: list[str], notebooks: Path, timeout_s: float = DEFAULT_TIMEOUT_S) -> CheckRun:
+def run_checks(chapters: list[str], notebooks: Path, timeout_s: float | None = None,
+               case_timeout_s: float = DEFAULT_CASE_TIMEOUT_S) -> CheckRun:
     """Run the exercise tests of ``chapters`` (all when empty) on ``notebooks``.
 
-    pytest runs in a child process in its own process group, killed as a whole
-    after ``timeout_s`` seconds; its per-case results come back as JSON.
+    pytest runs in a child process in its own process group. Each case may run
+    the student's code for ``case_timeout_s`` seconds (0 = no limit); the child
+    is killed as a whole after ``timeout_s`` seconds (default: 120 s per
+    chapter checked). The child appends each case's result to a JSON-lines file
+    as soon as the case ends, so the cases that finished before a kill keep
+    their result; the case that was running is reported as not finished.
     """
     root = repository_root()
     cases = load_cases()
     wanted = cases.cases_for(chapters)
+    if timeout_s is None:
+        timeout_s = DEFAULT_TIMEOUT_PER_CHAPTER_S * (len(chapters) or len(cases.NOTEBOOKS))
     run = CheckRun(notebooks=notebooks, chapters=chapters)
     by_id = {c.id: CaseResult(c.id, c.chapter, c.exercise, c.points) for c in wanted}
+    started: list[str] = []
     with tempfile.TemporaryDirectory(prefix="course-check-") as tmp:
-        report = Path(tmp) / "results.json"
+        report = Path(tmp) / "results.jsonl"
         cmd = [
             sys.executable, "-m", "pytest", str(root / "tests" / "exercises" / "test_exercises.py"),
-            "--notebooks", str(notebooks), "--exercise-results", str(report),
+            "--notebooks", str(notebooks), "--exercise-results", str(report), "--case-timeout", f"{case_timeout_s:g}",
             "-p", "no:cacheprovider", "-q", "--tb=no", "--no-header", "-o", "addopts=", "--rootdir", str(root),
         ]
         for chapter in chapters:
             cmd += ["--chapter", chapter]
         env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg")
         popen_kwargs = {"start_new_session": True} if os.name == "posix" else {}
+        killed = False
         with open(Path(tmp) / "pytest.log", "w+", encoding="utf-8", errors="replace") as log:
             proc = subprocess.Popen(cmd, cwd=root, stdout=log, stderr=subprocess.STDOUT, env=env, **popen_kwargs)
             try:
                 proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
+                killed = True
                 if os.name == "posix":
                     os.killpg(proc.pid, signal.SIGKILL)
                 else:  # pragma: no cover
                     proc.kill()
                 proc.wait()
-                run.problem = (
-                    f"the checks did not finish within {timeout_s:g} s and were stopped: is there an endless loop "
-                    f"(e.g. a decoding loop that ignores max_len)?"
-                )
             log.seek(0)
             log_tail = log.read()[-3000:]
         if report.is_file():
-            data = json.loads(report.read_text(encoding="utf-8"))
-            for item in data.get("cases", []):
-                result = by_id.get(item.get("id"))
-                if result is not None:
+            for line in report.read_text(encoding="utf-8", errors="replace").splitlines():
+                try:
+                    item = json.loads(line)
+                except ValueError:  # a line cut short by the kill
+                    continue
+                result = by_id.get(item.get("id")) if isinstance(item, dict) else None
+                if result is None:
+                    continue
+                if item.get("kind") == "started":
+                    started.append(result.id)
+                else:
                     result.kind = item.get("kind", "error")
                     result.message = item.get("message", "")
-        elif not run.problem:
-            run.problem = f"pytest ended (exit code {proc.returncode}) without writing results. Its output:\n{log_tail}"
-    for result in by_id.values():
-        if result.kind == "error" and not result.message:
+                    result.done = True
+    unfinished = [r for r in by_id.values() if not r.done]
+    if killed:
+        running = [i for i in started if not by_id[i].done]
+        for result in unfinished:
+            if result.id in running:
+                result.kind = "timeout"
+                result.message = (f"did not finish within the time limit (endless loop?): the checks were stopped "
+                                  f"after {timeout_s:g} s while this case was running.")
+            else:
+                result.kind = "error"
+                result.message = "not run: the checks were stopped before this case (see the case that did not finish)."
+        run.problem = (
+            f"the checks did not finish within {timeout_s:g} s and were stopped: is there an endless loop "
+            f"(e.g. a decoding loop that ignores max_len)? The cases that finished keep their points."
+        )
+    elif unfinished:
+        run.problem = f"pytest ended (exit code {proc.returncode}) without results for some cases. Its output:\n{log_tail}"
+        for result in unfinished:
             result.message = "no result (the run stopped before this case)"
     run.results = list(by_id.values())
     return run
@@ -190,6 +332,17 @@ def run_checks(chapters: list[str], notebooks: Path, timeout_s: float = DEFAULT_
 
 def _indent(text: str, prefix: str = "      ") -> str:
     return textwrap.indent(text.rstrip(), prefix)
+
+
+def _drop_heading(message: str, exercise: str) -> str:
+    """Drop the ``Exercise N.M (function), case ID:`` prefix (the table says it), keeping the rest of that line."""
+    m = re.match(rf"Exercise {re.escape(exercise)} \([^)]*\), case [\w.-]+:[ \t]*", message)
+    if not m:
+        return message
+    rest = message[m.end():]
+    if rest.startswith("\n"):  # the heading was the whole first line
+        rest = rest[1:]
+    return rest
 
 
 def format_report(run: CheckRun, exercises: dict[str, str], max_messages: int = 2) -> str:
@@ -218,8 +371,11 @@ def format_report(run: CheckRun, exercises: dict[str, str], max_messages: int = 
         total += possible
         earned_total += earned
         failed = [r for r in rs if r.kind != "passed"]
+        timed_out = [r for r in failed if r.kind == "timeout"]
         if not failed:
             status = f"all {len(rs)} cases pass"
+        elif timed_out:
+            status = f"{len(rs) - len(failed)} of {len(rs)} cases pass; did not finish (endless loop?)"
         elif all(r.kind == "not_implemented" for r in failed) and len(failed) == len(rs):
             status = "not implemented yet"
         else:
@@ -230,10 +386,7 @@ def format_report(run: CheckRun, exercises: dict[str, str], max_messages: int = 
             details.append(f"Exercise {ex} ({exercises.get(ex, '?')}):")
             for r in shown:
                 details.append(f"  x {r.id}")
-                message = r.message
-                if message.startswith(f"Exercise {ex} "):  # the heading repeats what the table says
-                    message = message.split("\n", 1)[1] if "\n" in message else message
-                details.append(_indent(textwrap.dedent(message), "    "))
+                details.append(_indent(textwrap.dedent(_drop_heading(r.message, ex)), "    "))
             rest = [r.id for r in failed if r.kind != "not_implemented"][max_messages:]
             if rest:
                 details.append(f"  ... and {len(rest)} more failing case(s): {', '.join(rest)}")
@@ -241,6 +394,8 @@ def format_report(run: CheckRun, exercises: dict[str, str], max_messages: int = 
     lines.append(f"  {'Total':<9} {'':<30} {earned_total:>3}/{total:<3}")
     if run.problem:
         lines += ["", "Problem: " + run.problem]
+    if run.warnings:
+        lines += ["", "Warnings:"] + ["  ! " + textwrap.fill(w, 100, subsequent_indent="    ") for w in run.warnings]
     if details:
         lines += ["", "What to fix:"] + details
     elif earned_total == total and total:
@@ -257,8 +412,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("chapters", nargs="*", help="chapters to check, e.g. 04 or 4 (default: all)")
     parser.add_argument("--notebooks", metavar="DIR", help="folder with the NN_topic.ipynb notebooks "
                         "(default: the current folder if it has them, else the repository's exercises/)")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
-                        help=f"stop the checks after this long (default {DEFAULT_TIMEOUT_S:g})")
+    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                        help=f"stop all the checks after this long (default {DEFAULT_TIMEOUT_PER_CHAPTER_S:g} s per chapter)")
+    parser.add_argument("--case-timeout", type=float, default=DEFAULT_CASE_TIMEOUT_S, metavar="SECONDS",
+                        help=f"time your code may take in one case (default {DEFAULT_CASE_TIMEOUT_S:g}; 0 = no limit)")
     args = parser.parse_args(argv)
     try:
         root = repository_root()
@@ -275,7 +432,13 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     else:
         notebooks = default_notebooks(Path.cwd(), root, cases.NOTEBOOKS)
-    run = run_checks(chapters, notebooks, timeout_s=args.timeout)
+    warnings = copy_warnings(args.chapters, chapters, notebooks, cases)
+    if warnings:  # before the (slow) run, so that a student checking the wrong file sees it at once
+        for line in warnings:
+            print("Warning: " + line)
+        print()
+    run = run_checks(chapters, notebooks, timeout_s=args.timeout, case_timeout_s=args.case_timeout)
+    run.warnings = static_warnings(chapters, notebooks, cases)
     print(format_report(run, cases.EXERCISES))
     return 0
 

@@ -50,17 +50,25 @@ These exercises go with chapter {chapter_int} of the book. For each exercise, re
 instructions, write the body of the function where it says
 `raise NotImplementedError(...)`, and run the **try it** cell below it.
 
-**Check your work** with the course's checker, from a terminal in the repository root:
+**Check your work** with the course's checker, run with the course's Python environment, from a
+terminal in the repository root:
 
 ```bash
-python -m course_lib.check {chapter}          # this chapter; no argument = every chapter
+.venv/bin/python -m course_lib.check {chapter}    # this chapter; no argument = every chapter
 ```
 
-or run the last cell of this notebook. The checker reads the **saved** notebook
-file, so **save the notebook first (Ctrl+S)**. It grades only the imports,
-`def`/`class` statements and constants of your code cells (not the demos), so
-keep the function names and signatures as given, and make sure your functions do
-not depend on variables created by demo code in other cells.
+(or `python -m course_lib.check {chapter}` once the course's environment is activated), or run the
+last cell of this notebook, which uses the notebook's own Python. The checker reads the **saved**
+notebook file, so **save the notebook first (Ctrl+S)**.
+
+**What is graded.** Only these statements of your code cells are run when checking: imports,
+`def`/`class` statements, and constants assigned a **literal** value (a number, a string, or a
+tuple/list of them, e.g. `D_MODEL = 512`). Anything else is left out, including a constant computed
+at the top level (`NEG = torch.finfo(torch.float32).min` is *not* kept: compute such values inside
+your function) and every variable made by demo code. Keep the function names and signatures as
+given. Write the code yourself: an answer that calls the library function it re-implements (from
+PyTorch or `course_lib`) is flagged for review by your instructor's grader, and the checker warns
+about it.
 """
 
 CHECK_MD = """\

@@ -204,6 +204,13 @@ def _fmt(x: np.ndarray) -> str:
     return np.array2string(np.asarray(x), precision=6, threshold=40, max_line_width=100)
 
 
+def _head(x: np.ndarray, n: int = 4) -> str:
+    """The first ``n`` entries of ``x`` (flattened), e.g. ``[0.1, 0.2, 0.3, 0.4, ...]``."""
+    flat = np.asarray(x).reshape(-1)
+    items = [repr(round(float(v), 6)) if flat.dtype.kind == "f" else repr(v.item()) for v in flat[:n]]
+    return "[" + ", ".join(items) + (", ..." if flat.size > n else "") + "]"
+
+
 def _situation(text: str) -> str:
     """``"d_model_0"`` -> ``"d_model = 0"``; ``"indivisible_d_model"`` -> ``"indivisible d_model"``."""
     m = re.fullmatch(r"(d_model|d_k|max_len|top_k|top_p|warmup|step|size|eps|beam_size)_(-?[\d.]+)", text)
@@ -247,8 +254,8 @@ def compare(case: Case, produced: Arrays, expected: Arrays) -> str | None:
             continue
         if got.shape != exp.shape:
             msg = f"`{key}` has shape {tuple(got.shape)}; expected {tuple(exp.shape)}."
-            if 0 < got.size <= 64 and 0 < exp.size <= 64:
-                msg += f"\n      got      {_fmt(got)}\n      expected {_fmt(exp)}"
+            if got.size and exp.size:
+                msg += f"\n      first entries: got {_head(got)}, expected {_head(exp)}"
             problems.append(msg)
             continue
         if exp.ndim == 0 and exp.dtype.kind == "b":
@@ -563,6 +570,44 @@ for _id, _args, _pts, _hint in (
     _add(_id, "4.1", _pts, partial(_p_attention, args=_args), partial(_e_attention, _args), _hint, atol=1e-5)
 
 
+_HALF_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def _p_attention_low(ns: ModuleType, args, dtype: str) -> Arrays:
+    q, k, v, mask = _attn_inputs(*args)
+    q, k, v = (t.to(_HALF_DTYPES[dtype]) for t in (q, k, v))
+    out, weights = _pair(ns.scaled_dot_product_attention(q, k, v, mask), f"scaled_dot_product_attention(q, k, v, mask) "
+                         f"with {dtype} inputs", ("out", "weights"))
+    return {"out": to_array(out, "out", kind="f"), "weights": to_array(weights, "weights", kind="f")}
+
+
+def _e_attention_low(args, dtype: str) -> Arrays:
+    """Torch's fused attention in float32 on the same (rounded) low-precision inputs; zeros on a fully masked row."""
+    q, k, v, mask = _attn_inputs(*args)
+    q, k, v = (t.to(_HALF_DTYPES[dtype]).float() for t in (q, k, v))
+    full = mask.expand(*q.shape[:-1], k.size(-2))
+    empty = ~full.any(dim=-1, keepdim=True)
+    safe = full | empty  # torch gives NaN on a row with no allowed key: let it see everything, then zero that row
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=safe)
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))).masked_fill(~safe, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    out = torch.where(empty, torch.zeros_like(out), out)
+    weights = torch.where(empty, torch.zeros_like(weights), weights)
+    return {"out": _f64(out), "weights": _f64(weights)}
+
+
+_LOW_HINT = ("In float16 the most negative number is about -65504: a fill value such as -1e9 cannot even be stored "
+             "(masked_fill raises), and -inf gives NaN on a fully masked row. Use torch.finfo(scores.dtype).min, which "
+             "is right for every dtype, and set the blocked weights to 0 after the softmax.")
+for _id, _args, _dtype, _pts, _rtol, _atol in (
+    ("4.1-float16-fully-masked-row", (4091, (2, 2), 4, 4, 8, 8, "fully-masked-row"), "float16", 2, 1e-2, 3e-3),
+    ("4.1-float16-padding-mask", (4101, (3, 2), 4, 5, 8, 8, "padding"), "float16", 1, 1e-2, 3e-3),
+    ("4.1-bfloat16-causal-mask", (4151, (2, 2), 5, 5, 4, 4, "causal"), "bfloat16", 1, 3e-2, 2e-2),
+):
+    _add(_id, "4.1", _pts, partial(_p_attention_low, args=_args, dtype=_dtype), partial(_e_attention_low, _args, _dtype),
+         _LOW_HINT, rtol=_rtol, atol=_atol)
+
+
 def _p_attention_rejects(ns: ModuleType) -> Arrays:
     q, k, v = _randn(406, 2, 3, 4), _randn(407, 2, 5, 6), _randn(408, 2, 5, 6)
     return {"raised_for_mismatched_d_k": _raises_value_error(lambda: ns.scaled_dot_product_attention(q, k, v))}
@@ -729,6 +774,40 @@ for _id, _args in {
     "5.3-one-head": (524, 1, 3, 5, 8, 1, "none"),
 }.items():
     _add(_id, "5.3", 2, partial(_p_mha, args=_args), partial(_e_mha, _args), _MHA_HINT, atol=1e-5)
+
+
+def _p_mha_half(ns: ModuleType, args) -> Arrays:
+    query, key, value, ws, n_heads, mask = _mha_inputs(*args)
+    query, key, value = (t.half() for t in (query, key, value))
+    w_q, w_k, w_v, w_o = (w.half() for w in ws)
+    out, weights = _pair(
+        ns.multi_head_attention(query, key, value, w_q, w_k, w_v, w_o, n_heads, mask),
+        "multi_head_attention(query, key, value, w_q, w_k, w_v, w_o, n_heads, mask) with float16 inputs",
+        ("out", "weights"),
+    )
+    return {"out": to_array(out, "out", kind="f"), "weights": to_array(weights, "weights", kind="f")}
+
+
+def _e_mha_half(args) -> Arrays:
+    """As :func:`_e_mha`, in float32 on the float16-rounded inputs and weights."""
+    query, key, value, ws, n_heads, mask = _mha_inputs(*args)
+    query, key, value = (t.half().float() for t in (query, key, value))
+    w_q, w_k, w_v, w_o = (w.half().float() for w in ws)
+    mha = nn.MultiheadAttention(query.size(-1), n_heads, bias=False, batch_first=True)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.cat([w_q.T, w_k.T, w_v.T], dim=0))
+        mha.out_proj.weight.copy_(w_o.T)
+    mha.eval()
+    with torch.no_grad():
+        out, weights = mha(query, key, value, key_padding_mask=~mask[:, 0, 0, :], need_weights=True,
+                           average_attn_weights=False)
+    return {"out": _f64(out), "weights": _f64(weights)}
+
+
+_add("5.3-float16-padding-mask", "5.3", 1, partial(_p_mha_half, args=(5251, 3, 3, 6, 8, 2, "padding")),
+     partial(_e_mha_half, (5251, 3, 3, 6, 8, 2, "padding")),
+     _MHA_HINT + " This case runs in float16: if you mask the scores yourself, fill with torch.finfo(scores.dtype).min "
+                 "(a fill value such as -1e9 overflows float16).", rtol=1e-2, atol=5e-3)
 
 
 # ===========================================================================
@@ -1338,6 +1417,34 @@ for _id, _args, _chunks in (
     ("10.4-chunks-of-2", (1044, 2, 2, 6, 4), (2, 2, 2)),
 ):
     _add(_id, "10.4", 2, partial(_p_kv, args=_args, chunks=_chunks), partial(_e_kv, _args, _chunks), _KV_HINT, atol=1e-5)
+
+
+def _p_kv_half(ns: ModuleType, args, chunks) -> Arrays:
+    q, k, v = _kv_inputs(*args)
+    k_cache = v_cache = None
+    outs, start = [], 0
+    for size in chunks:
+        sl = slice(start, start + size)
+        result = ns.kv_cache_step(q[:, :, sl].half(), k[:, :, sl].half(), v[:, :, sl].half(), k_cache, v_cache)
+        if not isinstance(result, (tuple, list)) or len(result) != 3:
+            raise TypeError(f"kv_cache_step must return (out, k_cache, v_cache); got {type(result).__name__}")
+        out, k_cache, v_cache = result
+        outs.append(to_array(out, "out", kind="f"))
+        start += size
+    if any(o.ndim != 4 for o in outs):
+        raise TypeError(f"kv_cache_step's out must have shape (batch, n_heads, new_len, d_k); got shapes {[o.shape for o in outs]}")
+    return {"out": np.concatenate(outs, axis=2)}
+
+
+def _e_kv_half(args, chunks) -> Arrays:
+    q, k, v = (t.half().float() for t in _kv_inputs(*args))
+    return {"out": _f64(F.scaled_dot_product_attention(q, k, v, is_causal=True))}
+
+
+_add("10.4-float16-prefill-then-steps", "10.4", 1, partial(_p_kv_half, args=(1046, 2, 2, 5, 8), chunks=(3, 1, 1)),
+     partial(_e_kv_half, (1046, 2, 2, 5, 8), (3, 1, 1)),
+     _KV_HINT + " This case runs in float16: if you mask the scores yourself, fill with torch.finfo(scores.dtype).min "
+                "(a fill value such as -1e9 overflows float16).", rtol=1e-2, atol=5e-3)
 
 
 def _p_kv_rejects(ns: ModuleType) -> Arrays:

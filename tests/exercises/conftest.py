@@ -9,8 +9,14 @@ Options (see ``CONTRACT.md``):
   ``NotImplementedError`` whose message names the case's exercise - proves that
   the untouched stubs score 0 for the right reason;
 * ``--chapter NN`` (repeatable): only the cases of these chapters;
-* ``--exercise-results FILE``: write one JSON record per case (used by
-  ``python -m course_lib.check``).
+* ``--exercise-results FILE``: append one JSON line per case to FILE as soon
+  as the case has run (and a ``"started"`` line just before), flushed at once,
+  so that a run killed from outside keeps the results of the finished cases
+  (used by ``python -m course_lib.check``);
+* ``--case-timeout SECONDS``: stop a case whose call into the student's code
+  runs longer than this (``SIGALRM``, POSIX main thread only; 0 = no limit,
+  the default). The case fails with kind ``timeout``, and the remaining cases
+  of the same exercise are not run (they time out too).
 
 Marker: ``points(n)``, the points a case is worth.
 """
@@ -37,12 +43,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--chapter", action="append", default=[], metavar="NN",
                     help="only check this chapter (two digits; repeatable)")
     group.addoption("--exercise-results", default=None, metavar="FILE",
-                    help="write the per-case results as JSON to FILE")
+                    help="append the per-case results to FILE as JSON lines, each as soon as its case ends")
+    group.addoption("--case-timeout", default=0.0, type=float, metavar="SECONDS",
+                    help="time limit of the student's code per case (0 = none)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "points(n): the number of points an exercise case is worth")
-    config._exercise_results = {}  # nodeid -> record, filled by the test
+    config._timed_out_exercises = set()  # exercises with a case that ran out of time
+    path = _option(config, "--exercise-results")
+    if path:
+        Path(path).write_text("", encoding="utf-8")  # the records of this run only (they are appended)
 
 
 def _option(config: pytest.Config, name: str, default=None):
@@ -115,25 +126,43 @@ def student_namespace(pytestconfig: pytest.Config, exercise_cases):
     return get
 
 
-@pytest.fixture
-def record_result(request: pytest.FixtureRequest):
-    """``record(case, kind, message="")``: remember a case's outcome for ``--exercise-results``.
-
-    ``kind`` is ``passed``, ``not_implemented``, ``failed`` or ``error``.
-    """
-
-    def record(case, kind: str, message: str = "") -> None:
-        request.config._exercise_results[request.node.nodeid] = {
-            "id": case.id, "chapter": case.chapter, "exercise": case.exercise, "points": case.points,
-            "kind": kind, "message": message,
-        }
-
-    return record
+@pytest.fixture(scope="session")
+def notebooks_folder(pytestconfig: pytest.Config) -> Path:
+    """The folder of notebooks under test (see :func:`notebooks_dir`)."""
+    return notebooks_dir(pytestconfig)
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    path = _option(session.config, "--exercise-results")
+@pytest.fixture(scope="session")
+def case_timeout(pytestconfig: pytest.Config) -> float:
+    """Seconds the student's code may run per case (``--case-timeout``; 0 = no limit)."""
+    return float(_option(pytestconfig, "--case-timeout", 0.0) or 0.0)
+
+
+def _append_record(config: pytest.Config, record: dict) -> None:
+    path = _option(config, "--exercise-results")
     if not path:
         return
-    records = list(getattr(session.config, "_exercise_results", {}).values())
-    Path(path).write_text(json.dumps({"cases": records}, indent=1), encoding="utf-8")
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record) + "\n")
+        fh.flush()
+
+
+@pytest.fixture
+def record_result(request: pytest.FixtureRequest):
+    """``record(case, kind, message="")``: write a case's outcome for ``--exercise-results``.
+
+    ``kind`` is ``passed``, ``not_implemented``, ``failed``, ``error`` or
+    ``timeout``. The record is appended (one JSON line, flushed) at once; a
+    ``{"id": ..., "kind": "started"}`` line is written before the case runs.
+    """
+    case = getattr(request.node, "callspec", None) and request.node.callspec.params.get("case")
+    if case is not None:
+        _append_record(request.config, {"id": case.id, "kind": "started"})
+
+    def record(case, kind: str, message: str = "") -> None:
+        _append_record(request.config, {
+            "id": case.id, "chapter": case.chapter, "exercise": case.exercise, "points": case.points,
+            "kind": kind, "message": message,
+        })
+
+    return record

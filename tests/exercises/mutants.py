@@ -127,6 +127,18 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     w = torch.softmax(scores, -1)
     return w @ v, w
 """),
+        ("-1e9 fill, blocked weights zeroed afterwards (overflows float16)", """
+def scaled_dot_product_attention(q, k, v, mask=None):
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError("d_k")
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -1e9)
+    w = torch.softmax(scores, -1)
+    if mask is not None:
+        w = w.masked_fill(~mask, 0.0)
+    return w @ v, w
+"""),
     ],
     "4.2": [
         ("scaled by sqrt(d_model)", """
@@ -183,6 +195,19 @@ def multi_head_attention(query, key, value, w_q, w_k, w_v, w_o, n_heads, mask=No
         s = s.masked_fill(~mask, torch.finfo(s.dtype).min)
     w = torch.softmax(s, -1)
     return (w @ v).transpose(1, 2).reshape(b, lq, d), w
+"""),
+        ("own masking with a -1e9 fill (overflows float16)", """
+def multi_head_attention(query, key, value, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    b, lq, d = query.shape
+    lk = key.shape[1]
+    q = (query @ w_q).view(b, lq, n_heads, d // n_heads).transpose(1, 2)
+    k = (key @ w_k).view(b, lk, n_heads, d // n_heads).transpose(1, 2)
+    v = (value @ w_v).view(b, lk, n_heads, d // n_heads).transpose(1, 2)
+    s = q @ k.transpose(-2, -1) / math.sqrt(d // n_heads)
+    if mask is not None:
+        s = s.masked_fill(~mask, -1e9)
+    w = torch.softmax(s, -1)
+    return (w @ v).transpose(1, 2).reshape(b, lq, d) @ w_o, w
 """),
     ],
     "6.1": [

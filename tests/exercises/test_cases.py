@@ -37,7 +37,10 @@ def test_registry_is_well_formed():
         assert c.id.startswith(c.exercise + "-"), c.id
         assert c.chapter in cases.NOTEBOOKS and c.chapter == f"{int(c.exercise.split('.')[0]):02d}"
         assert isinstance(c.points, int) and c.points >= 1
-        assert 0 <= c.rtol <= 1e-3 and 0 <= c.atol <= 1e-4 and (c.rtol or c.atol)
+        if "float16" in c.id:  # float16/bfloat16 inputs: half-precision rounding (eps 2**-10 / 2**-7)
+            assert 0 <= c.rtol <= 3e-2 and 0 <= c.atol <= 2e-2 and (c.rtol or c.atol), c.id
+        else:
+            assert 0 <= c.rtol <= 1e-3 and 0 <= c.atol <= 1e-4 and (c.rtol or c.atol), c.id
         assert c.requires == (cases.EXERCISES[c.exercise],)
         assert c.hint.strip()
     assert sorted({c.exercise for c in cases.CASES}, key=lambda e: tuple(map(int, e.split(".")))) == list(cases.EXERCISES)

@@ -75,11 +75,63 @@ def test_check_end_to_end_scores_a_partial_answer(tmp_path, capsys):
     assert "x 8.1-pad-0" in out and "Hint:" in out
 
 
-def test_check_stops_an_endless_loop(tmp_path, capsys):
-    folder = _notebook_with(tmp_path, "10", {"greedy_decode": "while True:\n    pass"})
-    assert check.main(["10", "--notebooks", str(folder), "--timeout", "6"]) == 0
+def test_format_report_keeps_the_exception_line():
+    message = ("Exercise 4.1 (scaled_dot_product_attention), case 4.1-a: calling your code raised NameError: "
+               "name 'NEG' is not defined\n  code cell 2, line 5, in scaled_dot_product_attention\n  Hint: h")
+    run = CheckRun(notebooks=ROOT / "exercises", chapters=["04"],
+                   results=[CaseResult("4.1-a", "04", "4.1", 2, "failed", message)])
+    text = format_report(run, cases.EXERCISES)
+    assert "calling your code raised NameError: name 'NEG' is not defined" in text
+    assert "Exercise 4.1 (scaled_dot_product_attention), case 4.1-a" not in text  # the heading only
+
+
+def test_check_reports_a_top_level_constant_and_delegation(tmp_path, capsys):
+    folder = _notebook_with(tmp_path, "04", {
+        "scaled_dot_product_attention": "return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask), NEG",
+    })
+    path = folder / cases.NOTEBOOKS["04"]
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.insert(1, nbformat.v4.new_code_cell("NEG = torch.finfo(torch.float32).min"))
+    nbformat.write(nb, path)
+    (folder / "04_attention-Copy1.ipynb").write_text("{}")
+    assert check.main(["04_attention-Copy1.ipynb", "--notebooks", str(folder)]) == 0
     out = capsys.readouterr().out
-    assert "did not finish within 6 s" in out and "Total" in out
+    assert "calling your code raised NameError: name 'NEG' is not defined" in out, out
+    assert "code cell 3, line" in out and "LITERAL constants" in out, out
+    assert re.search(r"4\.1 \(scaled_dot_product_attention\): scaled_dot_product_attention uses\s+"
+                     r"torch\.nn\.functional\.scaled_dot_product_attention \(code\s+cell 3\)", out), out
+    assert "grader flags this" in out
+    assert "you named 04_attention-Copy1.ipynb" in out and "04_attention-Copy1.ipynb lies beside 04_attention.ipynb" in out
+
+
+def test_check_stops_an_endless_loop_per_case(tmp_path, capsys):
+    folder = _notebook_with(tmp_path, "10", {"greedy_decode": "while True:\n    pass"})
+    assert check.main(["10", "--notebooks", str(folder), "--case-timeout", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "did not finish within the time limit (1 s)" in out, out
+    assert re.search(r"10\.1\s+greedy_decode\s+0/\d+\s+0 of \d+ cases pass; did not finish", out), out
+    assert re.search(r"10\.2\s+beam_search\s+0/\d+\s+not implemented yet", out), out  # the run went on
+    assert "Problem:" not in out
+
+
+def test_check_kill_keeps_the_finished_cases(tmp_path, capsys):
+    # The loop swallows the per-case alarm, so only the kill of the whole run stops it.
+    folder = _notebook_with(tmp_path, "04", {
+        "self_attention": "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass",
+    })
+    nb_path = folder / cases.NOTEBOOKS["04"]
+    solution = nbformat.read(ROOT / "solutions" / cases.NOTEBOOKS["04"], as_version=4)
+    nb = nbformat.read(nb_path, as_version=4)
+    for mine, theirs in zip(nb.cells, solution.cells):
+        if mine.cell_type == "code" and "def scaled_dot_product_attention(" in mine.source:
+            mine.source = theirs.source
+    nbformat.write(nb, nb_path)
+    points = {ex: sum(c.points for c in cases.CASES if c.exercise == ex) for ex in ("4.1", "4.2")}
+    assert check.main(["04", "--notebooks", str(folder), "--case-timeout", "1", "--timeout", "30"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(rf"4\.1\s+scaled_dot_product_attention\s+{points['4.1']}/{points['4.1']}\s+all", out), out
+    assert re.search(rf"4\.2\s+self_attention\s+0/{points['4.2']}\s", out), out
+    assert "did not finish within the time limit (endless loop?)" in out and "did not finish within 30 s" in out, out
 
 
 def test_usage_errors_exit_2(tmp_path, capsys):

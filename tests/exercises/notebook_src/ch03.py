@@ -12,7 +12,6 @@ import sys
 import torch
 
 from course_lib.positional import SinusoidalPositionalEncoding
-from course_lib.positional import sinusoidal_encoding as library_sinusoidal_encoding
 '''),
     ("md", r'''
 ## Exercise 3.1 — the sinusoidal encoding
@@ -73,9 +72,11 @@ def sinusoidal_encoding(max_len, d_model):
 one position: the first columns turn fast (short wavelengths), the last ones slowly.
 '''),
     ("tryit", r'''
+import course_lib.positional  # the course's own version, for this comparison only
+
 for max_len, d_model in [(50, 16), (7, 5)]:
     mine = sinusoidal_encoding(max_len, d_model)
-    ref = library_sinusoidal_encoding(max_len, d_model)
+    ref = course_lib.positional.sinusoidal_encoding(max_len, d_model)
     print((max_len, d_model), "shape", tuple(mine.shape), "matches course_lib:", torch.allclose(mine, ref, atol=1e-6))
 print("position 3, d_model 8:", [round(v, 3) for v in sinusoidal_encoding(4, 8)[3].tolist()])
 '''),
@@ -136,7 +137,9 @@ encodings through the library's `SinusoidalPositionalEncoding` with `offset=3` t
 numbers again.
 '''),
     ("tryit", r'''
-pe = library_sinusoidal_encoding(20, 8, dtype=torch.float64)
+import course_lib.positional  # the course's own table, for this demo only
+
+pe = course_lib.positional.sinusoidal_encoding(20, 8, dtype=torch.float64)
 M = relative_position_matrix(3, 8)
 print("PE[pos + 3] == M @ PE[pos] for every pos:", torch.allclose(pe[3:], pe[:-3] @ M.T))
 layer = SinusoidalPositionalEncoding(d_model=8, max_len=20, dropout=0.0)

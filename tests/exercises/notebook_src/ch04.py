@@ -12,7 +12,6 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from course_lib.attention import scaled_dot_product_attention as library_attention
 from course_lib.masks import causal_mask
 '''),
     ("md", r'''
@@ -42,6 +41,9 @@ Write `scaled_dot_product_attention(q, k, v, mask=None)`:
 `-inf` makes a fully blocked row `softmax([-inf, -inf]) = [nan, nan]`; fill them instead with
 the most negative *finite* number, `torch.finfo(scores.dtype).min`, and after the softmax set
 the blocked weights to 0 with `weights.masked_fill(~mask, 0.0)`.
+The checker also runs your function on `float16` and `bfloat16` inputs: a fill value such as
+`-1e9` does not fit in `float16` (its most negative finite number is -65504), while
+`torch.finfo(scores.dtype).min` is right for every dtype.
 '''),
     ("exercise", "4.1", r'''
 def scaled_dot_product_attention(q, k, v, mask=None):
@@ -83,12 +85,14 @@ def scaled_dot_product_attention(q, k, v, mask=None):
 (`course_lib.masks.causal_mask`), then block *every* key of one query row and look at that row.
 '''),
     ("tryit", r'''
+import course_lib.attention  # the course's own version, for this comparison only
+
 gen = torch.Generator().manual_seed(0)
 q, k, v = (torch.randn(2, 5, 8, generator=gen) for _ in range(3))
 mask = causal_mask(5)[0]                                   # (1, 5, 5): True on and below the diagonal
 out, weights = scaled_dot_product_attention(q, k, v, mask)
 print("matches torch:", torch.allclose(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), atol=1e-6))
-print("matches course_lib:", torch.allclose(out, library_attention(q, k, v, mask)[0], atol=1e-6))
+print("matches course_lib:", torch.allclose(out, course_lib.attention.scaled_dot_product_attention(q, k, v, mask)[0], atol=1e-6))
 print("weights of query 2 (batch 0):", [round(w, 3) for w in weights[0, 2].tolist()])
 
 blocked = mask.clone().expand(2, 5, 5).clone()

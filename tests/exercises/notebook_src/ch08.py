@@ -10,7 +10,6 @@ import sys
 
 import torch
 
-from course_lib import masks as library_masks
 from course_lib.model import Transformer, TransformerConfig
 '''),
     ("md", r'''
@@ -127,14 +126,16 @@ given your masks must produce exactly the logits it produces with its own defaul
 from `pad_id = 0`).
 '''),
     ("tryit", r'''
+import course_lib.masks  # the course's own masks, for this comparison only
+
 src = torch.tensor([[5, 6, 7, 0, 0], [8, 9, 4, 3, 2]])
 tgt = torch.tensor([[1, 4, 5, 0], [1, 6, 0, 0]])
 print(padding_mask(src, 0).int()[:, 0, 0])
 print(causal_mask(4).int()[0, 0])
 print("same as course_lib:",
-      torch.equal(padding_mask(src, 0), library_masks.padding_mask(src, 0)),
-      torch.equal(causal_mask(4), library_masks.causal_mask(4)),
-      torch.equal(decoder_self_attention_mask(tgt, 0), library_masks.decoder_self_attention_mask(tgt, 0)))
+      torch.equal(padding_mask(src, 0), course_lib.masks.padding_mask(src, 0)),
+      torch.equal(causal_mask(4), course_lib.masks.causal_mask(4)),
+      torch.equal(decoder_self_attention_mask(tgt, 0), course_lib.masks.decoder_self_attention_mask(tgt, 0)))
 
 torch.manual_seed(0)
 config = TransformerConfig(src_vocab_size=10, tgt_vocab_size=10, d_model=16, n_heads=2, n_encoder_layers=1,
