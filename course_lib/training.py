@@ -1,0 +1,1168 @@
+"""Training a Transformer: loss, learning-rate schedules, optimizer and the loop (chapter 9).
+
+What is here, in the order chapter 9 introduces it:
+
+* :func:`label_smoothed_cross_entropy` / :class:`LabelSmoothingLoss` - the
+  training loss with label smoothing, ignoring padding, in two conventions.
+* :func:`noam_lr`, :func:`warmup_cosine_lr`, :func:`warmup_constant_lr` and
+  :func:`lr_at_step` - learning rate as a function of the optimizer step
+  (1-based: the first update uses step 1, never a zero learning rate).
+* :func:`build_optimizer`, :func:`build_scheduler` - Adam(0.9, 0.98, 1e-9) as in
+  the paper, or AdamW.
+* :class:`TrainConfig` and :func:`train` - the loop: gradient accumulation,
+  clipping, mixed precision, per-step logging of the three things to watch
+  (loss, learning rate, gradient norm) plus attention entropy, validation,
+  NaN/inf detection, checkpoints, exact resume, and data parallelism under
+  ``torchrun`` (DistributedDataParallel).
+* :func:`save_checkpoint`, :func:`load_checkpoint`, :func:`model_from_checkpoint`,
+  :func:`export_for_inference` - what a checkpoint holds and how to use it.
+
+Batches: the loop reads objects with attributes ``src`` ``(batch, src_len)``,
+``tgt_in`` ``(batch, tgt_len)`` (``<bos>`` + target), ``tgt_out``
+``(batch, tgt_len)`` (target + ``<eos>``), and optionally ``src_mask``
+``(batch, 1, 1, src_len)`` and ``tgt_mask`` ``(batch, 1, tgt_len, tgt_len)``
+(bool, ``True`` = may attend; see :mod:`course_lib.masks`) - the ``Batch`` of
+:mod:`course_lib.data` - or plain ``(src, tgt_in, tgt_out)`` tuples.
+
+Nothing runs at import time; there is no global state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import random
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = [
+    "label_smoothed_cross_entropy",
+    "LabelSmoothingLoss",
+    "noam_lr",
+    "warmup_cosine_lr",
+    "warmup_constant_lr",
+    "lr_at_step",
+    "build_optimizer",
+    "build_scheduler",
+    "TrainConfig",
+    "TrainResult",
+    "TrainingDivergedError",
+    "train",
+    "evaluate_loss",
+    "save_checkpoint",
+    "load_checkpoint",
+    "model_from_checkpoint",
+    "export_for_inference",
+    "init_distributed",
+    "cpu_supports_bf16",
+]
+
+_CONVENTIONS = ("pytorch", "annotated")
+_SCHEDULES = ("noam", "warmup_cosine", "warmup_constant")
+_OPTIMIZERS = ("adam", "adamw")
+_AMP = ("auto", "off", "fp16", "bf16")
+CHECKPOINT_FORMAT = "course_lib.training.checkpoint/1"
+
+
+# --------------------------------------------------------------------------
+# Loss
+# --------------------------------------------------------------------------
+def label_smoothed_cross_entropy(
+    logits: Tensor,
+    target: Tensor,
+    label_smoothing: float = 0.0,
+    pad_id: int | None = 0,
+    *,
+    convention: str = "pytorch",
+    reduction: str = "mean",
+) -> Tensor:
+    """Cross-entropy against a label-smoothed target distribution, ignoring padding.
+
+    Each target token ``y`` is replaced by a distribution ``q`` and the loss is
+    the cross-entropy ``H(q, p) = -sum_c q_c log p_c`` with
+    ``p = softmax(logits)``. Two conventions for ``q`` (``eps = label_smoothing``,
+    ``V`` = number of classes):
+
+    * ``"pytorch"`` (default; identical to
+      ``F.cross_entropy(..., label_smoothing=eps, ignore_index=pad_id)``):
+      ``q = (1 - eps) * onehot(y) + eps / V`` - the smoothing mass is spread
+      over *all* ``V`` classes, the target and ``<pad>`` included, so the
+      target gets ``1 - eps + eps / V``.
+    * ``"annotated"`` (the Annotated Transformer, Rush 2018): the target gets
+      exactly ``1 - eps``, ``<pad>`` gets 0, and ``eps / (V - 2)`` goes to each
+      other class (``eps / (V - 1)`` when ``pad_id`` is ``None``). The
+      Annotated Transformer minimises ``KL(q || p) = H(q, p) - H(q)``; ``H(q)``
+      is a constant, so the gradients are the same as here, but its reported
+      loss is lower by ``H(q)``.
+
+    With uniform predictions the loss is ``log(V)`` in both conventions (any
+    ``q`` summing to one); its minimum, reached at ``p = q``, is the entropy
+    ``H(q)`` (0 only without smoothing).
+
+    Args:
+        logits: unnormalised scores, shape ``(..., V)``, any float dtype
+            (computed in float32).
+        target: class ids, shape ``(...)`` (the leading shape of ``logits``),
+            integer dtype, values in ``[0, V)``.
+        label_smoothing: ``eps`` in ``[0, 1)`` (paper: 0.1, section 5.4).
+        pad_id: target id to ignore (no loss, not counted), or ``None``.
+        convention: ``"pytorch"`` or ``"annotated"`` (see above).
+        reduction: ``"mean"`` (average over non-padding positions; 0 if there
+            are none), ``"sum"``, or ``"none"`` (per position, 0 at padding).
+
+    Returns:
+        a float32 scalar (``"mean"``/``"sum"``) or a tensor of ``target``'s
+        shape (``"none"``), in nats.
+
+    Raises:
+        ValueError: mismatched shapes, a non-integer ``target``, ``eps`` outside
+            ``[0, 1)``, an unknown ``convention``/``reduction``, or the
+            annotated convention with fewer than 3 classes.
+
+    Source: Vaswani et al. (2017), section 5.4 ("label smoothing of value
+    eps_ls = 0.1"); Szegedy et al. (2016), "Rethinking the Inception
+    Architecture", section 7.
+    """
+    if logits.dim() < 1 or logits.shape[:-1] != target.shape:
+        raise ValueError(
+            f"logits must have shape target.shape + (V,); got logits {tuple(logits.shape)} and target {tuple(target.shape)}"
+        )
+    if target.dtype.is_floating_point or target.dtype == torch.bool:
+        raise ValueError(f"target must be an integer tensor of class ids; got dtype {target.dtype}")
+    if not 0.0 <= label_smoothing < 1.0:
+        raise ValueError(f"label_smoothing must be in [0, 1); got {label_smoothing}")
+    if convention not in _CONVENTIONS:
+        raise ValueError(f"convention must be one of {_CONVENTIONS}; got {convention!r}")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"reduction must be 'mean', 'sum' or 'none'; got {reduction!r}")
+    n_classes = logits.size(-1)
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    keep = torch.ones_like(target, dtype=torch.bool) if pad_id is None else target != pad_id
+    safe_target = target.masked_fill(~keep, 0).long()
+    logp_target = logp.gather(-1, safe_target.unsqueeze(-1)).squeeze(-1)
+    nll = -logp_target
+    if label_smoothing == 0.0:
+        per_token = nll
+    elif convention == "pytorch":
+        per_token = (1.0 - label_smoothing) * nll + label_smoothing * (-logp.mean(dim=-1))
+    else:
+        others = n_classes - 1 - (0 if pad_id is None else 1)
+        if others < 1:
+            raise ValueError(f"the annotated convention needs at least 3 classes (with pad); got V={n_classes}")
+        rest = logp.sum(dim=-1) - logp_target
+        if pad_id is not None:
+            rest = rest - logp[..., pad_id]
+        per_token = (1.0 - label_smoothing) * nll + label_smoothing * (-rest / others)
+    per_token = per_token.masked_fill(~keep, 0.0)
+    if reduction == "none":
+        return per_token
+    total = per_token.sum()
+    if reduction == "sum":
+        return total
+    return total / keep.sum().clamp_min(1)
+
+
+class LabelSmoothingLoss(nn.Module):
+    """Module form of :func:`label_smoothed_cross_entropy` (same arguments, same shapes).
+
+    Args:
+        label_smoothing: ``eps`` in ``[0, 1)``.
+        pad_id: the ignored target id, or ``None``.
+        convention: ``"pytorch"`` (eps spread over all classes) or
+            ``"annotated"`` (over all but the target and ``<pad>``).
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+
+    ``forward(logits (..., V), target (...))`` returns the loss in nats.
+
+    Source: Vaswani et al. (2017), section 5.4.
+    """
+
+    def __init__(self, label_smoothing: float = 0.1, pad_id: int | None = 0, convention: str = "pytorch", reduction: str = "mean") -> None:
+        super().__init__()
+        if convention not in _CONVENTIONS:
+            raise ValueError(f"convention must be one of {_CONVENTIONS}; got {convention!r}")
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1); got {label_smoothing}")
+        self.label_smoothing = label_smoothing
+        self.pad_id = pad_id
+        self.convention = convention
+        self.reduction = reduction
+
+    def forward(self, logits: Tensor, target: Tensor) -> Tensor:
+        return label_smoothed_cross_entropy(
+            logits, target, self.label_smoothing, self.pad_id, convention=self.convention, reduction=self.reduction
+        )
+
+    def extra_repr(self) -> str:
+        return f"label_smoothing={self.label_smoothing}, pad_id={self.pad_id}, convention={self.convention!r}"
+
+
+# --------------------------------------------------------------------------
+# Learning-rate schedules (step is 1-based: the step of the first update is 1)
+# --------------------------------------------------------------------------
+def _check_step(step: int) -> None:
+    if isinstance(step, bool) or not isinstance(step, int) or step < 1:
+        raise ValueError(f"step must be an int >= 1 (the first optimizer step is step 1); got {step!r}")
+
+
+def noam_lr(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> float:
+    """The paper's schedule: ``factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)``.
+
+    Linear warmup for ``warmup_steps`` steps, then decay proportional to the
+    inverse square root of the step. The peak is at ``step == warmup_steps``
+    and equals ``factor * (d_model * warmup_steps) ** -0.5`` (about 6.99e-4
+    for ``d_model=512, warmup_steps=4000``); at ``4 * warmup_steps`` it is half
+    the peak.
+
+    Args:
+        step: the optimizer step, ``>= 1`` (step 0 would give a zero learning
+            rate: the first update would be wasted).
+        d_model: model width (> 0).
+        warmup_steps: warmup length in steps (> 0; paper: 4000).
+        factor: a multiplier (the Annotated Transformer's ``factor``; 1.0 = paper).
+
+    Returns:
+        the learning rate (float, > 0).
+
+    Raises:
+        ValueError: ``step < 1``, or non-positive ``d_model``/``warmup_steps``.
+
+    Source: Vaswani et al. (2017), section 5.3, equation (3).
+    """
+    _check_step(step)
+    if d_model < 1 or warmup_steps < 1:
+        raise ValueError(f"d_model and warmup_steps must be positive; got d_model={d_model}, warmup_steps={warmup_steps}")
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
+
+
+def warmup_cosine_lr(step: int, peak_lr: float, warmup_steps: int, total_steps: int, min_lr: float = 0.0, progress: float | None = None) -> float:
+    """Linear warmup to ``peak_lr``, then a half-cosine decay to ``min_lr``.
+
+    ``lr = peak_lr * step / warmup_steps`` for ``step <= warmup_steps`` (so step
+    1 is already non-zero), then
+    ``min_lr + (peak_lr - min_lr) * (1 + cos(pi * t)) / 2`` with
+    ``t = (step - warmup_steps) / (total_steps - warmup_steps)`` clipped to
+    ``[0, 1]`` (``min_lr`` after ``total_steps``).
+
+    Args:
+        step: the optimizer step, ``>= 1``.
+        peak_lr: the learning rate at the end of warmup.
+        warmup_steps: ``>= 0`` (0: start at the peak).
+        total_steps: step at which the decay reaches ``min_lr``.
+        min_lr: the floor.
+        progress: if given, use ``max(t, progress)`` as the decay fraction
+            (lets a wall-clock-limited run decay by elapsed time).
+
+    Returns:
+        the learning rate (float).
+
+    Raises:
+        ValueError: ``step < 1`` or inconsistent arguments.
+
+    Source: Loshchilov & Hutter (2017), "SGDR" (cosine annealing); warmup as
+    in the paper, section 5.3.
+    """
+    _check_step(step)
+    if warmup_steps < 0 or total_steps < 1:
+        raise ValueError(f"need warmup_steps >= 0 and total_steps >= 1; got {warmup_steps}, {total_steps}")
+    if step <= warmup_steps:
+        return peak_lr * step / warmup_steps
+    span = max(total_steps - warmup_steps, 1)
+    t = min(max((step - warmup_steps) / span, 0.0), 1.0)
+    if progress is not None:
+        t = min(max(t, progress), 1.0)
+    return min_lr + (peak_lr - min_lr) * 0.5 * (1.0 + math.cos(math.pi * t))
+
+
+def warmup_constant_lr(step: int, peak_lr: float, warmup_steps: int) -> float:
+    """Linear warmup to ``peak_lr`` over ``warmup_steps`` steps, then constant.
+
+    Args:
+        step: the optimizer step, ``>= 1``; peak_lr: the plateau;
+        warmup_steps: ``>= 0``.
+
+    Returns:
+        ``peak_lr * min(1, step / warmup_steps)`` (``peak_lr`` if ``warmup_steps == 0``).
+
+    Source: chapter 9 (the simplest warmup).
+    """
+    _check_step(step)
+    if warmup_steps < 0:
+        raise ValueError(f"warmup_steps must be >= 0; got {warmup_steps}")
+    return peak_lr if warmup_steps == 0 else peak_lr * min(1.0, step / warmup_steps)
+
+
+# --------------------------------------------------------------------------
+# Configuration
+# --------------------------------------------------------------------------
+@dataclass
+class TrainConfig:
+    """Everything :func:`train` needs besides the model and the data.
+
+    Attributes:
+        max_steps: number of optimizer steps to run (the stopping point, and
+            the end of the cosine decay).
+        time_budget_s: stop after this many seconds of training (``None`` =
+            no limit). With ``schedule="warmup_cosine"`` the decay then also
+            follows elapsed time (``max`` of step and time fractions), so a
+            wall-clock-limited run still ends at ``min_lr`` (not reproducible
+            step for step: use ``max_steps`` for that).
+        optimizer: ``"adam"`` (the paper) or ``"adamw"`` (decoupled weight decay).
+        lr: peak learning rate of the ``warmup_*`` schedules.
+        schedule: ``"noam"`` (paper, eq. 3), ``"warmup_cosine"`` or ``"warmup_constant"``.
+        warmup_steps: warmup length in optimizer steps (paper: 4000).
+        min_lr: floor of the cosine decay.
+        noam_factor: multiplier of the ``"noam"`` schedule (1.0 = paper).
+        betas, eps: Adam's (paper: 0.9, 0.98, 1e-9).
+        weight_decay: AdamW only; applied to matrices (``dim >= 2``), not to
+            biases and LayerNorm gains.
+        label_smoothing: ``eps_ls`` (paper 0.1); ``smoothing_convention``:
+            ``"pytorch"`` or ``"annotated"`` (see :func:`label_smoothed_cross_entropy`).
+        pad_id: the padding id of the targets (ignored by the loss).
+        clip_grad_norm: clip the global gradient norm to this (``None`` = off).
+        accumulation_steps: micro-batches per optimizer step; each micro-batch
+            loss is divided by this number.
+        amp: ``"auto"`` (float16 autocast + GradScaler on CUDA, off on CPU),
+            ``"off"``, ``"fp16"`` (CUDA only) or ``"bf16"`` (bfloat16 autocast,
+            CPU or CUDA, no scaler).
+        log_every: keep a history entry (and update the progress bar) every
+            this many steps; 1 = every step.
+        entropy_every: measure attention entropy every this many steps (needs
+            a model with ``record_attention``; 0/None = never).
+        eval_every: validation loss every this many steps (and at the end) if
+            validation data is given; ``None`` = only at the end.
+        checkpoint_every: save a checkpoint every this many steps (needs
+            ``checkpoint_path``); ``None`` = only at the end.
+        checkpoint_path: where to save (``None`` = never); a ``{step}`` in
+            the name is replaced by the step (keeps one file per checkpoint).
+        log_path: append one JSON line per history entry to this file.
+        seed: seeds torch, Python's ``random`` at the start (not on resume,
+            which restores the saved random states instead).
+        progress: show a ``tqdm`` progress bar (rank 0 only).
+
+    Raises:
+        ValueError: from ``__post_init__`` for an unknown name or a bad value.
+
+    Source: Vaswani et al. (2017), section 5 (training); chapter 9.
+    """
+
+    max_steps: int = 1000
+    time_budget_s: float | None = None
+    optimizer: str = "adamw"
+    lr: float = 1e-3
+    schedule: str = "warmup_cosine"
+    warmup_steps: int = 300
+    min_lr: float = 0.0
+    noam_factor: float = 1.0
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = 1e-9
+    weight_decay: float = 0.01
+    label_smoothing: float = 0.1
+    smoothing_convention: str = "pytorch"
+    pad_id: int | None = 0
+    clip_grad_norm: float | None = 1.0
+    accumulation_steps: int = 1
+    amp: str = "auto"
+    log_every: int = 1
+    entropy_every: int | None = 10
+    eval_every: int | None = None
+    checkpoint_every: int | None = None
+    checkpoint_path: str | None = None
+    log_path: str | None = None
+    seed: int = 0
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        self.betas = tuple(self.betas)  # type: ignore[assignment]
+        if self.max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1; got {self.max_steps}")
+        if self.optimizer not in _OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {_OPTIMIZERS}; got {self.optimizer!r}")
+        if self.schedule not in _SCHEDULES:
+            raise ValueError(f"schedule must be one of {_SCHEDULES}; got {self.schedule!r}")
+        if self.smoothing_convention not in _CONVENTIONS:
+            raise ValueError(f"smoothing_convention must be one of {_CONVENTIONS}; got {self.smoothing_convention!r}")
+        if self.amp not in _AMP:
+            raise ValueError(f"amp must be one of {_AMP}; got {self.amp!r}")
+        if self.accumulation_steps < 1:
+            raise ValueError(f"accumulation_steps must be >= 1; got {self.accumulation_steps}")
+        if self.warmup_steps < 0 or (self.schedule == "noam" and self.warmup_steps < 1):
+            raise ValueError(f"warmup_steps must be >= 0 (>= 1 for noam); got {self.warmup_steps}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1); got {self.label_smoothing}")
+        if self.clip_grad_norm is not None and self.clip_grad_norm <= 0:
+            raise ValueError(f"clip_grad_norm must be positive or None; got {self.clip_grad_norm}")
+        if self.log_every < 1:
+            raise ValueError(f"log_every must be >= 1; got {self.log_every}")
+        if self.time_budget_s is not None and self.time_budget_s < 0:
+            raise ValueError(f"time_budget_s must be >= 0 or None; got {self.time_budget_s}")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be positive; got {self.lr}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict (stored in checkpoints)."""
+        d = asdict(self)
+        d["betas"] = list(self.betas)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
+        """Inverse of :meth:`to_dict`; unknown keys raise ``ValueError``."""
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown TrainConfig fields: {sorted(unknown)}")
+        return cls(**d)
+
+
+def lr_at_step(step: int, config: TrainConfig, d_model: int, progress: float | None = None) -> float:
+    """The learning rate that optimizer step ``step`` (1-based) uses under ``config``.
+
+    Args:
+        step: ``>= 1``.
+        config: picks the schedule and its parameters.
+        d_model: model width (used by ``"noam"`` only).
+        progress: elapsed-time fraction for a time-limited cosine decay.
+
+    Returns:
+        the learning rate (float, > 0 for step 1 whenever ``config.lr > 0``).
+
+    Source: chapter 9.
+    """
+    if config.schedule == "noam":
+        return noam_lr(step, d_model, config.warmup_steps, config.noam_factor)
+    if config.schedule == "warmup_cosine":
+        return warmup_cosine_lr(step, config.lr, config.warmup_steps, config.max_steps, config.min_lr, progress)
+    return warmup_constant_lr(step, config.lr, config.warmup_steps)
+
+
+def build_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
+    """Adam or AdamW over the trainable parameters of ``model``.
+
+    The base learning rate is 1.0: :func:`build_scheduler` multiplies it by the
+    absolute learning rate of each step. PyTorch's fused implementation is
+    used (``fused=True``: the same update, one kernel for all parameters;
+    much faster than the per-parameter loop on CPU). For AdamW, weight decay applies to
+    parameters with ``dim >= 2`` only (matrices and embeddings).
+
+    Args:
+        model: the module to optimise (shared weights appear once).
+        config: ``optimizer``, ``betas``, ``eps``, ``weight_decay``.
+
+    Returns:
+        a :class:`torch.optim.Adam` or :class:`torch.optim.AdamW`.
+
+    Source: Vaswani et al. (2017), section 5.3 (Adam, beta1 0.9, beta2 0.98,
+    eps 1e-9); Loshchilov & Hutter (2019) (AdamW).
+    """
+    params = [p for p in model.parameters() if p.requires_grad]
+    # The fused implementation (one kernel for all parameters) is much faster
+    # than the per-parameter loop on CPU for small models; same update rule.
+    fused = all(p.dtype in (torch.float32, torch.float16, torch.bfloat16) for p in params)
+    if config.optimizer == "adam":
+        return torch.optim.Adam(params, lr=1.0, betas=config.betas, eps=config.eps, fused=fused)
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=1.0, betas=config.betas, eps=config.eps, fused=fused)
+
+
+def build_scheduler(
+    optimizer: torch.optim.Optimizer,
+    config: TrainConfig,
+    d_model: int,
+    progress_fn: Callable[[], float | None] | None = None,
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """A :class:`~torch.optim.lr_scheduler.LambdaLR` that follows :func:`lr_at_step`.
+
+    Call ``scheduler.step()`` once after each ``optimizer.step()`` (never per
+    micro-batch). The scheduler's internal counter starts at 0 while the
+    schedule's steps start at 1, so the lambda evaluates step ``count + 1``:
+    the first update uses ``lr_at_step(1)`` (non-zero), the second
+    ``lr_at_step(2)``, and so on - no zero and no repeated value at the start.
+
+    Args:
+        optimizer: from :func:`build_optimizer` (base lr 1.0).
+        config: the schedule.
+        d_model: for ``"noam"``.
+        progress_fn: returns the elapsed-time fraction (or ``None``) for a
+            time-limited cosine decay.
+
+    Source: chapter 9.
+    """
+
+    def factor(count: int) -> float:
+        progress = progress_fn() if progress_fn is not None else None
+        return lr_at_step(count + 1, config, d_model, progress)
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+# --------------------------------------------------------------------------
+# Batches, devices, distributed
+# --------------------------------------------------------------------------
+def _unpack(batch: Any) -> tuple[Tensor, Tensor, Tensor, Tensor | None, Tensor | None]:
+    if isinstance(batch, (tuple, list)):
+        if len(batch) != 3:
+            raise ValueError(f"a tuple batch must be (src, tgt_in, tgt_out); got {len(batch)} items")
+        src, tgt_in, tgt_out = batch
+        return src, tgt_in, tgt_out, None, None
+    try:
+        src, tgt_in, tgt_out = batch.src, batch.tgt_in, batch.tgt_out
+    except AttributeError as exc:
+        raise TypeError(
+            f"a batch needs attributes src, tgt_in, tgt_out (like course_lib.data.Batch) or must be a "
+            f"(src, tgt_in, tgt_out) tuple; got {type(batch).__name__}"
+        ) from exc
+    return src, tgt_in, tgt_out, getattr(batch, "src_mask", None), getattr(batch, "tgt_mask", None)
+
+
+def _to(t: Tensor | None, device: torch.device) -> Tensor | None:
+    return None if t is None else t.to(device, non_blocking=True)
+
+
+def _dist_info() -> tuple[int, int]:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def init_distributed(backend: str | None = None) -> tuple[int, int]:
+    """Initialise ``torch.distributed`` from the ``torchrun`` environment, if any.
+
+    Reads ``WORLD_SIZE``/``RANK``/``MASTER_ADDR``/``MASTER_PORT`` (set by
+    ``torchrun``). Does nothing when ``WORLD_SIZE`` is unset or 1, or when a
+    process group already exists.
+
+    Args:
+        backend: ``"gloo"`` (CPU) or ``"nccl"`` (CUDA); default ``"nccl"``
+            when CUDA is available, else ``"gloo"``.
+
+    Returns:
+        ``(rank, world_size)``.
+
+    Source: PyTorch documentation, "torchrun (Elastic Launch)" and
+    ``DistributedDataParallel``; chapter 9.
+    """
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return 0, 1
+    if backend is None:
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    dist.init_process_group(backend=backend)
+    if backend == "nccl":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    return dist.get_rank(), dist.get_world_size()
+
+
+def cpu_supports_bf16() -> bool:
+    """Whether this CPU has native bfloat16 matrix instructions (AVX512-BF16 or AMX).
+
+    With them, ``amp="bf16"`` (bfloat16 autocast) makes CPU training faster
+    (about 1.3-2x for the course's models on an AVX512-BF16 machine); without
+    them bfloat16 is emulated and slower than float32.
+
+    Source: chapter 9 (mixed precision); PyTorch's oneDNN backend check.
+    """
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def _epoch_stream(train_data: Any, epoch: int) -> Iterable[Any]:
+    return train_data(epoch) if callable(train_data) else train_data
+
+
+def _amp_setup(amp: str, device: torch.device) -> tuple[Callable[[], Any], Any]:
+    """Return (autocast context factory, GradScaler or None)."""
+    if amp == "auto":
+        amp = "fp16" if device.type == "cuda" else "off"
+    if amp == "off":
+        return contextlib.nullcontext, None
+    if amp == "fp16":
+        if device.type != "cuda":
+            raise ValueError("amp='fp16' needs a CUDA device (float16 autocast on CPU is not supported); use 'bf16' or 'off'")
+        scaler = torch.amp.GradScaler("cuda")
+        return (lambda: torch.autocast("cuda", dtype=torch.float16)), scaler
+    return (lambda: torch.autocast(device.type, dtype=torch.bfloat16)), None
+
+
+def _rng_state() -> dict[str, Any]:
+    state: dict[str, Any] = {"torch": torch.get_rng_state(), "python": json.dumps(_py_state_to_list(random.getstate()))}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _py_state_to_list(state: tuple) -> list:
+    version, internal, gauss = state
+    return [version, list(internal), gauss]
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    version, internal, gauss = json.loads(state["python"])
+    random.setstate((version, tuple(internal), gauss))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# --------------------------------------------------------------------------
+# Checkpoints
+# --------------------------------------------------------------------------
+def _serialize_tokenizers(tokenizers: dict[str, Any] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, tok in (tokenizers or {}).items():
+        if isinstance(tok, str):
+            out[name] = tok
+        elif hasattr(tok, "to_json"):
+            out[name] = tok.to_json()
+        elif hasattr(tok, "to_str"):
+            out[name] = tok.to_str()
+        else:
+            raise TypeError(f"tokenizer {name!r} ({type(tok).__name__}) has no to_json()/to_str(); pass a JSON string")
+    return out
+
+
+def _model_config_dict(model: nn.Module) -> dict[str, Any] | None:
+    config = getattr(model, "config", None)
+    return config.to_dict() if hasattr(config, "to_dict") else None
+
+
+def save_checkpoint(
+    path: str | os.PathLike,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: Any = None,
+    *,
+    step: int = 0,
+    train_config: TrainConfig | None = None,
+    tokenizers: dict[str, Any] | None = None,
+    scaler: Any = None,
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    """Write a checkpoint atomically (temporary file, then rename).
+
+    The file is a ``torch.save`` dict of tensors, numbers and strings only, so
+    :func:`load_checkpoint` can read it with ``weights_only=True`` (no pickled
+    code is executed). Keys: ``format``, ``step``, ``model`` (state dict),
+    ``model_config`` (``model.config.to_dict()`` when the model has one),
+    ``optimizer``, ``scheduler``, ``scaler`` (or ``None``), ``train_config``,
+    ``tokenizers`` (``{name: JSON string}``, from ``to_json()``), ``rng``
+    (torch and Python random states, for exact resume) and ``extra``.
+
+    Args:
+        path: destination file (parent folders are created).
+        model: the model (a ``DistributedDataParallel`` wrapper is unwrapped).
+        optimizer, scheduler, scaler: their ``state_dict()`` is stored if given.
+        step: optimizer steps done.
+        train_config: stored as a dict.
+        tokenizers: ``{"src": ..., "tgt": ...}`` objects with ``to_json()``
+            (e.g. :class:`course_lib.data.TextTokenizer`) or JSON strings.
+        extra: any further JSON-like data (e.g. the data position).
+
+    Returns:
+        the path written.
+
+    Source: chapter 9.
+    """
+    module = getattr(model, "module", model)
+    ckpt = {
+        "format": CHECKPOINT_FORMAT,
+        "step": int(step),
+        "model": module.state_dict(),
+        "model_config": _model_config_dict(module),
+        "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "scheduler": scheduler.state_dict() if scheduler is not None else None,
+        "scaler": scaler.state_dict() if scaler is not None else None,
+        "train_config": train_config.to_dict() if train_config is not None else None,
+        "tokenizers": _serialize_tokenizers(tokenizers),
+        "rng": _rng_state(),
+        "extra": dict(extra or {}),
+    }
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(ckpt, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Read a checkpoint written by :func:`save_checkpoint` (``weights_only=True``).
+
+    Args:
+        path: the file.
+        map_location: where to put the tensors (default CPU).
+
+    Returns:
+        the checkpoint dict (see :func:`save_checkpoint` for its keys).
+
+    Raises:
+        FileNotFoundError: no such file (naming it).
+        ValueError: the file is not a course_lib checkpoint.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint not found: {path}")
+    ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"{path} is not a course_lib checkpoint (expected format {CHECKPOINT_FORMAT!r})")
+    return ckpt
+
+
+def model_from_checkpoint(ckpt: dict[str, Any] | str | os.PathLike, device: str | torch.device = "cpu") -> nn.Module:
+    """Rebuild a :class:`course_lib.model.Transformer` from a checkpoint, in float32, in eval mode.
+
+    Weights stored in float16 (see :func:`export_for_inference`) are cast back
+    to float32.
+
+    Args:
+        ckpt: a checkpoint dict or a path to one.
+        device: where to put the model.
+
+    Raises:
+        ValueError: the checkpoint has no ``model_config``.
+
+    Source: chapter 9.
+    """
+    from .model import Transformer, TransformerConfig
+
+    if not isinstance(ckpt, dict):
+        ckpt = load_checkpoint(ckpt)
+    if not ckpt.get("model_config"):
+        raise ValueError("the checkpoint has no model_config: it was not saved from a course_lib Transformer")
+    model = Transformer(TransformerConfig.from_dict(ckpt["model_config"]))
+    state = {k: (v.float() if v.is_floating_point() else v) for k, v in ckpt["model"].items()}
+    model.load_state_dict(state)
+    return model.to(device).eval()
+
+
+def export_for_inference(
+    ckpt: dict[str, Any] | str | os.PathLike, out_path: str | os.PathLike, dtype: torch.dtype = torch.float16
+) -> Path:
+    """Write a small inference-only copy of a checkpoint: no optimizer, weights in ``dtype``.
+
+    Keeps ``model_config``, ``train_config``, ``tokenizers``, ``step`` and
+    ``extra``; drops the optimizer, scheduler, scaler and random states (so it
+    cannot be resumed). :func:`model_from_checkpoint` casts the weights back
+    to float32. Float16 halves the size; the rounding changes logits slightly
+    (chapter 9 measures the effect on BLEU).
+
+    Args:
+        ckpt: a checkpoint dict or path; out_path: the destination;
+        dtype: ``torch.float16`` (default), ``torch.bfloat16`` or ``torch.float32``.
+
+    Returns:
+        the path written.
+    """
+    if not isinstance(ckpt, dict):
+        ckpt = load_checkpoint(ckpt)
+    small = {
+        "format": CHECKPOINT_FORMAT,
+        "step": ckpt["step"],
+        "model": {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in ckpt["model"].items()},
+        "model_config": ckpt.get("model_config"),
+        "optimizer": None,
+        "scheduler": None,
+        "scaler": None,
+        "train_config": ckpt.get("train_config"),
+        "tokenizers": ckpt.get("tokenizers", {}),
+        "rng": None,
+        "extra": dict(ckpt.get("extra") or {}, weights_dtype=str(dtype).replace("torch.", "")),
+    }
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_path.with_name(out_path.name + ".tmp")
+    torch.save(small, tmp)
+    os.replace(tmp, out_path)
+    return out_path
+
+
+# --------------------------------------------------------------------------
+# The loop
+# --------------------------------------------------------------------------
+_END = object()
+
+
+class TrainingDivergedError(FloatingPointError):
+    """Raised by :func:`train` when the loss (or, without a GradScaler, the gradient norm) is NaN or infinite."""
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` returns.
+
+    Attributes:
+        step: optimizer steps done in total (including those before a resume).
+        history: one dict per logged step: ``step``, ``loss`` (training loss
+            of that step, label-smoothed, mean over the step's micro-batches
+            and processes), ``lr`` (used by that step), ``grad_norm`` (global
+            norm before clipping), ``attn_entropy`` (mean over attention
+            layers, nats, or ``None``), ``tokens`` (target tokens of the step,
+            all processes), ``elapsed_s``.
+        valid_history: ``{"step", "valid_loss", "valid_ppl"}`` dicts.
+        elapsed_s: wall-clock seconds of this call.
+        stopped: ``"max_steps"``, ``"time_budget"`` or ``"callback"``.
+        checkpoint: the last checkpoint written, or ``None``.
+    """
+
+    step: int
+    history: list[dict[str, Any]] = field(default_factory=list)
+    valid_history: list[dict[str, Any]] = field(default_factory=list)
+    elapsed_s: float = 0.0
+    stopped: str = "max_steps"
+    checkpoint: str | None = None
+
+    @property
+    def losses(self) -> list[float]:
+        """The logged training losses, in order."""
+        return [h["loss"] for h in self.history]
+
+
+@torch.no_grad()
+def evaluate_loss(model: nn.Module, batches: Iterable[Any], pad_id: int | None = 0, device: str | torch.device | None = None) -> dict[str, float]:
+    """Mean per-token cross-entropy (no label smoothing) over validation batches.
+
+    Args:
+        model: maps ``(src, tgt_in, src_mask, tgt_mask)`` to logits
+            ``(batch, tgt_len, V)``; put in eval mode for the call and restored.
+        batches: batches as for :func:`train`.
+        pad_id: padding id of ``tgt_out``.
+        device: default: the model's device.
+
+    Returns:
+        ``{"loss": nats per target token, "ppl": exp(loss), "tokens": count}``.
+
+    Source: chapter 9 (perplexity = exp of the per-token cross-entropy).
+    """
+    module = getattr(model, "module", model)
+    device = torch.device(device) if device is not None else next(module.parameters()).device
+    was_training = module.training
+    module.eval()
+    total, count = 0.0, 0
+    try:
+        for batch in batches:
+            src, tgt_in, tgt_out, src_mask, tgt_mask = _unpack(batch)
+            logits = module(_to(src, device), _to(tgt_in, device), _to(src_mask, device), _to(tgt_mask, device))
+            tgt_out = tgt_out.to(device)
+            total += float(label_smoothed_cross_entropy(logits, tgt_out, 0.0, pad_id, reduction="sum"))
+            count += int((tgt_out != pad_id).sum()) if pad_id is not None else tgt_out.numel()
+    finally:
+        module.train(was_training)
+    loss = total / max(count, 1)
+    return {"loss": loss, "ppl": math.exp(min(loss, 50.0)), "tokens": count}
+
+
+def _groups(it: Iterator[Any], size: int, consumed: int) -> Iterator[tuple[int, list[Any]]]:
+    """Yield (raw batches consumed so far, group of `size` raw batches) from an iterator."""
+    group: list[Any] = []
+    for batch in it:
+        group.append(batch)
+        consumed += 1
+        if len(group) == size:
+            yield consumed, group
+            group = []
+
+
+def train(
+    model: nn.Module,
+    train_data: Callable[[int], Iterable[Any]] | Iterable[Any],
+    config: TrainConfig | None = None,
+    *,
+    valid_data: Iterable[Any] | None = None,
+    tokenizers: dict[str, Any] | None = None,
+    resume_from: str | os.PathLike | dict[str, Any] | None = None,
+    device: str | torch.device | None = None,
+    extra: dict[str, Any] | None = None,
+    callback: Callable[[int, nn.Module], bool | None] | None = None,
+) -> TrainResult:
+    """Train ``model`` with teacher forcing; return the logged history.
+
+    One optimizer step: for each of ``accumulation_steps`` micro-batches,
+    ``logits = model(src, tgt_in, src_mask, tgt_mask)``, the label-smoothed
+    loss against ``tgt_out`` (mean over its non-padding tokens) divided by
+    ``accumulation_steps``, ``backward()``; then unscale (fp16), clip the
+    global gradient norm, ``optimizer.step()``, ``scheduler.step()`` (once per
+    optimizer step, not per micro-batch).
+
+    Data: ``train_data`` is either a callable ``epoch -> iterable of batches``
+    (it must give the same batches for the same epoch, e.g. shuffle with a
+    generator seeded by the epoch: this is what makes resuming exact) or a
+    re-iterable sequence of batches (a list, used again each epoch). A tail
+    of an epoch too short for a full optimizer step is dropped.
+
+    Data parallelism: if ``torch.distributed`` is initialised (e.g. under
+    ``torchrun``, see :func:`init_distributed`) the model is wrapped in
+    ``DistributedDataParallel`` and every process reads the same stream but
+    uses only its share: of each run of ``world_size * accumulation_steps``
+    batches, process ``r`` takes batches ``r * accumulation_steps`` to
+    ``(r + 1) * accumulation_steps - 1``. DDP averages the gradients, so two
+    processes with one batch each take the same step as one process with
+    ``accumulation_steps=2`` over both batches (and, when the two batches have
+    the same number of target tokens, as one process on the concatenated
+    batch). Logged losses are averaged over processes; only rank 0 shows the
+    progress bar, writes logs and checkpoints.
+
+    Watch (logged per step): the loss, the learning rate, the gradient norm
+    (before clipping) and the attention entropy (every ``entropy_every``
+    steps). A NaN/inf loss stops training with :class:`TrainingDivergedError`.
+
+    Resume: pass ``resume_from`` (a path or a checkpoint dict saved by this
+    function) with the same model architecture, data and config: the model,
+    optimizer, scheduler, scaler, random states and data position are
+    restored, so the following losses equal those of an uninterrupted run
+    (exactly, on CPU).
+
+    Args:
+        model: maps ``(src, tgt_in, src_mask, tgt_mask)`` to logits
+            ``(batch, tgt_len, V)`` (a :class:`course_lib.model.Transformer`, or
+            any module with that call signature). Moved to ``device``.
+        train_data: see above.
+        config: a :class:`TrainConfig` (default: ``TrainConfig()``).
+        valid_data: batches for the validation loss (a re-iterable), or ``None``.
+        tokenizers: stored in checkpoints (``{"src": ..., "tgt": ...}``).
+        resume_from: checkpoint to continue from.
+        device: default CUDA if available, else CPU.
+        extra: JSON-like data stored in every checkpoint (e.g. data settings).
+        callback: called as ``callback(step, model)`` after every optimizer
+            step (on every process); returning ``True`` stops training
+            (``stopped="callback"``), e.g. early stopping on a metric. The
+            model is in training mode; decoders switch to eval mode and back.
+
+    Returns:
+        a :class:`TrainResult`.
+
+    Raises:
+        TrainingDivergedError: non-finite loss (message names the step, the
+            learning rate and what usually causes it).
+        ValueError: an epoch without a single full optimizer step, a bad config.
+
+    Source: Vaswani et al. (2017), section 5; chapter 9.
+    """
+    from tqdm.auto import tqdm
+
+    config = config or TrainConfig()
+    device = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    rank, world = _dist_info()
+    module = getattr(model, "module", model).to(device)
+    d_model = getattr(getattr(module, "config", None), "d_model", None) or 512
+
+    start_time = time.perf_counter()
+    budget = config.time_budget_s
+
+    def time_progress() -> float | None:
+        if budget is None:
+            return None
+        if budget <= 0:
+            return 1.0
+        return min((time.perf_counter() - start_time) / budget, 1.0)
+
+    ckpt = None
+    if resume_from is not None:
+        ckpt = resume_from if isinstance(resume_from, dict) else load_checkpoint(resume_from, map_location="cpu")
+        module.load_state_dict(ckpt["model"])
+    else:
+        torch.manual_seed(config.seed)
+        random.seed(config.seed)
+
+    if world > 1 and not isinstance(model, nn.parallel.DistributedDataParallel):
+        ddp_model: nn.Module = nn.parallel.DistributedDataParallel(module, device_ids=[device.index] if device.type == "cuda" else None)
+    else:
+        ddp_model = model if isinstance(model, nn.parallel.DistributedDataParallel) else module
+    optimizer = build_optimizer(module, config)
+    scheduler = build_scheduler(optimizer, config, d_model, time_progress)
+    autocast, scaler = _amp_setup(config.amp, device)
+
+    step, epoch, skip = 0, 0, 0
+    if ckpt is not None:
+        optimizer.load_state_dict(ckpt["optimizer"])
+        scheduler.load_state_dict(ckpt["scheduler"])
+        if scaler is not None and ckpt.get("scaler") is not None:
+            scaler.load_state_dict(ckpt["scaler"])
+        step = int(ckpt["step"])
+        pos = (ckpt.get("extra") or {}).get("data_position", {})
+        epoch, skip = int(pos.get("epoch", 0)), int(pos.get("batch", 0))
+    pending_rng = ckpt.get("rng") if ckpt is not None else None
+
+    has_recorder = hasattr(module, "record_attention")
+    result = TrainResult(step=step)
+    log_file = open(config.log_path, "a", encoding="utf-8") if (config.log_path and rank == 0) else None
+    bar = tqdm(total=config.max_steps, initial=step, disable=not config.progress or rank != 0, dynamic_ncols=True, desc="train")
+    group_size = world * config.accumulation_steps
+    last_ckpt: str | None = None
+
+    last_ckpt_step = -1
+
+    def write_checkpoint(position: dict[str, int]) -> None:
+        nonlocal last_ckpt, last_ckpt_step
+        last_ckpt_step = step
+        if config.checkpoint_path and rank == 0:
+            path = config.checkpoint_path.format(step=step) if "{step}" in config.checkpoint_path else config.checkpoint_path
+            save_checkpoint(
+                path, module, optimizer, scheduler, step=step, train_config=config,
+                tokenizers=tokenizers, scaler=scaler, extra=dict(extra or {}, data_position=position),
+            )
+            last_ckpt = str(path)
+
+    def run_validation() -> None:
+        if valid_data is None or rank != 0:
+            return
+        v = evaluate_loss(module, valid_data, config.pad_id, device)
+        entry = {"step": step, "valid_loss": v["loss"], "valid_ppl": v["ppl"]}
+        result.valid_history.append(entry)
+        if log_file is not None:
+            log_file.write(json.dumps(entry) + "\n")
+            log_file.flush()
+        bar.write(f"step {step}: valid loss {v['loss']:.4f} (ppl {v['ppl']:.2f})")
+
+    ddp_model.train()
+    stopped = "max_steps"
+    position = {"epoch": epoch, "batch": skip}
+    try:
+        while step < config.max_steps and stopped == "max_steps":
+            progressed = False
+            stream = iter(_epoch_stream(train_data, epoch))
+            for _ in range(skip):
+                if next(stream, _END) is _END:
+                    break
+            if pending_rng is not None:
+                # Restore the random state only now: creating a DataLoader
+                # iterator draws from the global generator, which the
+                # uninterrupted run did at the start of the epoch, not here.
+                _set_rng_state(pending_rng)
+                pending_rng = None
+            for consumed, group in _groups(stream, group_size, skip):
+                progressed = True
+                step += 1
+                lr = optimizer.param_groups[0]["lr"]
+                mine = group[rank * config.accumulation_steps : (rank + 1) * config.accumulation_steps]
+                want_entropy = bool(has_recorder and config.entropy_every and step % config.entropy_every == 0)
+                loss_sum = torch.zeros((), device=device)
+                n_tokens = 0
+                optimizer.zero_grad(set_to_none=True)
+                for i, batch in enumerate(mine):
+                    src, tgt_in, tgt_out, src_mask, tgt_mask = _unpack(batch)
+                    src, tgt_in, tgt_out = src.to(device), tgt_in.to(device), tgt_out.to(device)
+                    last_micro = i == len(mine) - 1
+                    if want_entropy and last_micro:
+                        module.record_attention(True)
+                    sync = contextlib.nullcontext() if (last_micro or world == 1) else ddp_model.no_sync()
+                    with sync:
+                        with autocast():
+                            logits = ddp_model(src, tgt_in, _to(src_mask, device), _to(tgt_mask, device))
+                        loss = label_smoothed_cross_entropy(
+                            logits, tgt_out, config.label_smoothing, config.pad_id, convention=config.smoothing_convention
+                        )
+                        scaled = loss / config.accumulation_steps
+                        (scaler.scale(scaled) if scaler is not None else scaled).backward()
+                    loss_sum += loss.detach()
+                    n_tokens += int((tgt_out != config.pad_id).sum()) if config.pad_id is not None else tgt_out.numel()
+                entropy = None
+                if want_entropy:
+                    from .metrics import model_attention_entropy
+
+                    values = [v for v in model_attention_entropy(module).values() if not math.isnan(v)]
+                    entropy = sum(values) / len(values) if values else None
+                    module.record_attention(False)
+
+                stats = torch.stack([loss_sum / len(mine), torch.tensor(float(n_tokens), device=device)])
+                if world > 1:
+                    import torch.distributed as dist
+
+                    dist.all_reduce(stats)
+                    stats[0] /= world
+                step_loss, step_tokens = float(stats[0]), int(stats[1])
+                if not math.isfinite(step_loss):
+                    raise TrainingDivergedError(
+                        f"training loss is {step_loss} at step {step} (lr {lr:.3g}). Stopped. Usual causes: a "
+                        f"learning rate too high or a warmup too short, float16 overflow without a GradScaler, "
+                        f"or a bad batch (e.g. logits of all -inf). Lower lr, lengthen warmup_steps, enable "
+                        f"gradient clipping, or resume from the last good checkpoint."
+                    )
+                if scaler is not None:
+                    scaler.unscale_(optimizer)
+                params = [p for p in module.parameters() if p.grad is not None]
+                if config.clip_grad_norm is not None:
+                    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, config.clip_grad_norm))
+                else:
+                    from .metrics import gradient_global_norm
+
+                    grad_norm = gradient_global_norm(params)
+                if scaler is None and not math.isfinite(grad_norm):
+                    raise TrainingDivergedError(
+                        f"gradient norm is {grad_norm} at step {step} (loss {step_loss:.4f}, lr {lr:.3g}). Stopped: "
+                        f"an overflow in the backward pass; lower the learning rate or use float32."
+                    )
+                if scaler is not None:
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:
+                    optimizer.step()
+                scheduler.step()
+                position = {"epoch": epoch, "batch": skip + consumed}
+                elapsed = time.perf_counter() - start_time
+
+                if step % config.log_every == 0 or entropy is not None:
+                    entry = {
+                        "step": step, "loss": step_loss, "lr": lr, "grad_norm": grad_norm,
+                        "attn_entropy": entropy, "tokens": step_tokens, "elapsed_s": round(elapsed, 3),
+                    }
+                    result.history.append(entry)
+                    if log_file is not None:
+                        log_file.write(json.dumps(entry) + "\n")
+                        log_file.flush()
+                    bar.set_postfix(loss=f"{step_loss:.3f}", lr=f"{lr:.2e}", gnorm=f"{grad_norm:.2f}", refresh=False)
+                bar.update(1)
+
+                if config.eval_every and step % config.eval_every == 0:
+                    run_validation()
+                if config.checkpoint_every and step % config.checkpoint_every == 0:
+                    write_checkpoint(position)
+                if callback is not None and callback(step, module):
+                    stopped = "callback"
+                    break
+                if step >= config.max_steps:
+                    break
+                if budget is not None and elapsed >= budget:
+                    stopped = "time_budget"
+                    break
+            else:
+                if not progressed and skip == 0:
+                    raise ValueError(
+                        f"epoch {epoch} of train_data gave no full optimizer step (needs {group_size} batches: "
+                        f"world_size {world} x accumulation_steps {config.accumulation_steps})"
+                    )
+                epoch, skip = epoch + 1, 0
+                position = {"epoch": epoch, "batch": 0}
+                continue
+        if not (config.eval_every and step % config.eval_every == 0):
+            run_validation()
+        if config.checkpoint_path and last_ckpt_step != step:
+            write_checkpoint(position)
+    finally:
+        bar.close()
+        if log_file is not None:
+            log_file.close()
+        if has_recorder:
+            module.record_attention(False)
+    result.step = step
+    result.elapsed_s = time.perf_counter() - start_time
+    result.stopped = stopped
+    result.checkpoint = last_ckpt
+    return result

@@ -1,0 +1,482 @@
+"""An English -> Chinese translator: train, evaluate and use it outside the book (chapters 9-10).
+
+Command line (run from anywhere; data is found through ``COURSE_LIB_DATA`` or downloaded)::
+
+    python -m course_lib.translate train --out runs/en-zh.pt --steps 3000
+    python -m course_lib.translate evaluate --checkpoint checkpoints/en-zh.pt --beam-size 4
+    python -m course_lib.translate translate --checkpoint checkpoints/en-zh.pt "Tom is reading a book."
+    torchrun --nproc_per_node 2 -m course_lib.translate train --out runs/ddp.pt --steps 500
+
+Library:
+
+* :class:`Recipe` - data, model and training settings in one record (the
+  defaults are the course's tuned CPU recipe; see ``checkpoints/README.md``).
+* :func:`build_data`, :func:`build_model`, :func:`train_translator`.
+* :class:`Translator` - a trained model with its tokenizers:
+  :meth:`Translator.translate`, :meth:`Translator.evaluate`,
+  :meth:`Translator.from_checkpoint`.
+* :func:`test_pairs` - the held-out test pairs of a data configuration.
+
+Nothing runs at import time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+
+from .decoding import beam_search, greedy_decode
+from .metrics import bleu
+from .model import Transformer, TransformerConfig
+from .training import TrainConfig, TrainResult, export_for_inference, init_distributed, load_checkpoint, model_from_checkpoint, train
+
+__all__ = [
+    "ModelSettings",
+    "Recipe",
+    "build_data",
+    "build_model",
+    "train_translator",
+    "test_pairs",
+    "Translator",
+    "main",
+]
+
+
+@dataclass
+class ModelSettings:
+    """The architecture part of a :class:`Recipe` (vocabulary sizes come from the tokenizers).
+
+    Attributes mirror :class:`course_lib.model.TransformerConfig`: ``d_model``,
+    ``n_heads``, ``n_encoder_layers``, ``n_decoder_layers``, ``d_ff``,
+    ``dropout``, ``norm_first``, ``tie_output`` (output layer shares the target
+    embedding: fewer parameters, a smaller checkpoint), ``fused_qkv``,
+    ``max_len`` (positions).
+    """
+
+    d_model: int = 128
+    n_heads: int = 4
+    n_encoder_layers: int = 2
+    n_decoder_layers: int = 2
+    d_ff: int = 512
+    dropout: float = 0.1
+    norm_first: bool = False
+    tie_output: bool = True
+    fused_qkv: bool = True
+    max_len: int = 128
+
+    def transformer_config(self, src_vocab_size: int, tgt_vocab_size: int, pad_id: int = 0) -> TransformerConfig:
+        """The full :class:`TransformerConfig` for the given vocabulary sizes."""
+        return TransformerConfig(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, pad_id=pad_id, **asdict(self))
+
+
+def _default_data_config():
+    from .data import DataConfig
+
+    return DataConfig(
+        dataset="tatoeba-en-zh", max_src_len=16, max_tgt_len=24, lowercase=True, src_vocab_size=4000, batch_size=32
+    )
+
+
+def _default_train_config() -> TrainConfig:
+    from .training import cpu_supports_bf16
+
+    return TrainConfig(
+        max_steps=10000, optimizer="adamw", lr=1.5e-3, schedule="warmup_cosine", warmup_steps=150,
+        label_smoothing=0.1, clip_grad_norm=1.0, weight_decay=0.01, entropy_every=100, log_every=10,
+        amp="bf16" if cpu_supports_bf16() else "auto",
+    )
+
+
+@dataclass
+class Recipe:
+    """Data + model + training settings of one translator.
+
+    Attributes:
+        data: a :class:`course_lib.data.DataConfig` (which pairs, tokenizers,
+            length filter - applied to train, valid and test alike -, batch size).
+        model: :class:`ModelSettings`.
+        train: :class:`course_lib.training.TrainConfig`.
+
+    The defaults are the recipe of the committed checkpoint (see
+    ``checkpoints/README.md`` for how it was chosen).
+    """
+
+    data: Any = field(default_factory=_default_data_config)
+    model: ModelSettings = field(default_factory=ModelSettings)
+    train: TrainConfig = field(default_factory=_default_train_config)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form (stored in checkpoints)."""
+        return {"data": self.data.to_dict(), "model": asdict(self.model), "train": self.train.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Recipe":
+        """Inverse of :meth:`to_dict`."""
+        from .data import DataConfig
+
+        return cls(data=DataConfig(**d["data"]), model=ModelSettings(**d["model"]), train=TrainConfig.from_dict(d["train"]))
+
+
+def build_data(recipe: Recipe, root: str | os.PathLike | None = None):
+    """Load, split, tokenize and batch the data of ``recipe`` (:func:`course_lib.data.make_dataloaders`)."""
+    from .data import make_dataloaders
+
+    return make_dataloaders(recipe.data, root=root)
+
+
+def build_model(recipe: Recipe, src_vocab_size: int, tgt_vocab_size: int) -> Transformer:
+    """A freshly initialised :class:`course_lib.model.Transformer` for ``recipe``."""
+    return Transformer(recipe.model.transformer_config(src_vocab_size, tgt_vocab_size))
+
+
+def _epoch_batches(loader):
+    def batches(epoch: int):
+        sampler = getattr(loader, "batch_sampler", None)
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(epoch)
+        return loader
+
+    return batches
+
+
+def train_translator(
+    recipe: Recipe,
+    out: str | os.PathLike | None = None,
+    *,
+    data: Any = None,
+    model: nn.Module | None = None,
+    resume_from: str | os.PathLike | None = None,
+    log_path: str | os.PathLike | None = None,
+) -> tuple[nn.Module, Any, TrainResult]:
+    """Train a translator with ``recipe``; return ``(model, data, result)``.
+
+    Args:
+        recipe: the settings.
+        out: checkpoint path (written at the end and every
+            ``recipe.train.checkpoint_every`` steps), or ``None``.
+        data: a :class:`course_lib.data.TranslationData` already built from
+            ``recipe.data`` (default: built here).
+        model: a model to train instead of :func:`build_model`'s (for example
+            an ``nn.Transformer``-based baseline with the same call signature).
+        resume_from: continue from this checkpoint.
+        log_path: JSON-lines training log.
+
+    Source: chapter 9.
+    """
+    import dataclasses
+
+    data = data if data is not None else build_data(recipe)
+    if model is None:
+        model = build_model(recipe, data.src_tokenizer.vocab_size, data.tgt_tokenizer.vocab_size)
+    config = dataclasses.replace(
+        recipe.train,
+        checkpoint_path=str(out) if out is not None else None,
+        log_path=str(log_path) if log_path is not None else recipe.train.log_path,
+    )
+    result = train(
+        model,
+        _epoch_batches(data.train_loader),
+        config,
+        valid_data=data.valid_loader,
+        tokenizers={"src": data.src_tokenizer, "tgt": data.tgt_tokenizer},
+        resume_from=resume_from,
+        extra={"recipe": recipe.to_dict()},
+    )
+    return model, data, result
+
+
+def test_pairs(data_config: Any, src_tokenizer: Any, tgt_tokenizer: Any, split: str = "test", root: str | os.PathLike | None = None) -> list[tuple[str, str]]:
+    """The held-out ``(english, chinese)`` pairs of a data configuration, after its length filter.
+
+    Rebuilds the split with :func:`course_lib.data.split_by_source` (same
+    fractions and seed) and keeps the pairs that pass ``max_src_len`` /
+    ``max_tgt_len`` under the given (checkpoint) tokenizers - the same test set
+    as at training time, without retraining tokenizers.
+
+    Args:
+        data_config: a :class:`course_lib.data.DataConfig` (Tatoeba only).
+        src_tokenizer, tgt_tokenizer: :class:`course_lib.data.TextTokenizer`.
+        split: ``"test"`` or ``"valid"``.
+        root: optional data folder.
+
+    Raises:
+        ValueError: another dataset or split name.
+    """
+    from .data import TranslationDataset, load_tatoeba_en_zh, split_by_source
+
+    if data_config.dataset != "tatoeba-en-zh" or data_config.reverse:
+        raise ValueError(f"test_pairs supports dataset='tatoeba-en-zh' (not reversed); got {data_config.dataset!r}")
+    if split not in ("test", "valid"):
+        raise ValueError(f"split must be 'test' or 'valid'; got {split!r}")
+    pairs = load_tatoeba_en_zh(root)
+    _, valid, test = split_by_source(pairs, data_config.valid_fraction, data_config.test_fraction, data_config.split_seed)
+    chosen = test if split == "test" else valid
+    ds = TranslationDataset.from_pairs(
+        chosen, src_tokenizer, tgt_tokenizer, max_src_len=data_config.max_src_len, max_tgt_len=data_config.max_tgt_len
+    )
+    return [(p[0], p[1]) for p in ds.pairs]
+
+
+class Translator:
+    """A trained encoder-decoder with its source and target tokenizers.
+
+    Args:
+        model: a :class:`course_lib.model.Transformer` (or a module with the
+            same ``encode``/``decode`` methods).
+        src_tokenizer, tgt_tokenizer: :class:`course_lib.data.TextTokenizer`
+            (``encode`` appends ``<eos>``; ids ``<pad>=0, <bos>=1, <eos>=2``).
+        checkpoint: the checkpoint dict it came from, if any.
+
+    Source: chapter 10.
+    """
+
+    def __init__(self, model: nn.Module, src_tokenizer: Any, tgt_tokenizer: Any, checkpoint: dict[str, Any] | None = None) -> None:
+        self.model = model.eval()
+        self.src_tokenizer = src_tokenizer
+        self.tgt_tokenizer = tgt_tokenizer
+        self.checkpoint = checkpoint
+
+    @classmethod
+    def from_checkpoint(cls, path: str | os.PathLike, device: str | torch.device = "cpu") -> "Translator":
+        """Load a checkpoint written by :func:`train_translator` (full or exported float16)."""
+        from .data import TextTokenizer
+
+        ckpt = load_checkpoint(path)
+        toks = ckpt.get("tokenizers") or {}
+        if "src" not in toks or "tgt" not in toks:
+            raise ValueError(f"{path} holds no tokenizers (expected keys 'src' and 'tgt')")
+        model = model_from_checkpoint(ckpt, device)
+        return cls(model, TextTokenizer.from_json(toks["src"]), TextTokenizer.from_json(toks["tgt"]), ckpt)
+
+    @property
+    def recipe(self) -> Recipe | None:
+        """The :class:`Recipe` stored in the checkpoint, if any."""
+        d = ((self.checkpoint or {}).get("extra") or {}).get("recipe")
+        return Recipe.from_dict(d) if d else None
+
+    def translate(
+        self,
+        sentences: Sequence[str],
+        *,
+        beam_size: int = 1,
+        length_penalty_alpha: float = 0.6,
+        batch_size: int = 64,
+        max_len: int | None = None,
+    ) -> list[str]:
+        """Translate English sentences; returns Chinese strings in the input order.
+
+        Sentences are sorted by length into batches (less padding), decoded
+        greedily (``beam_size=1``) or with :func:`course_lib.decoding.beam_search`,
+        and detokenized.
+
+        Args:
+            sentences: source strings.
+            beam_size: 1 = greedy.
+            length_penalty_alpha: beam search only.
+            batch_size: sentences per batch.
+            max_len: most generated tokens (default ``2 * src_len + 10``,
+                capped by the model's positions).
+        """
+        if isinstance(sentences, str):
+            raise TypeError("sentences must be a list of str, not one str")
+        ids = [self.src_tokenizer.encode(s) for s in sentences]
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        out: list[str] = [""] * len(ids)
+        device = next(self.model.parameters()).device
+        limit = getattr(getattr(self.model, "config", None), "max_len", 10_000) - 1
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            width = max(len(ids[i]) for i in idx)
+            src = torch.zeros(len(idx), width, dtype=torch.long, device=device)
+            for r, i in enumerate(idx):
+                src[r, : len(ids[i])] = torch.tensor(ids[i])
+            n_new = min(max_len if max_len is not None else 2 * width + 10, limit)
+            if beam_size == 1:
+                tokens = greedy_decode(self.model, src, n_new)
+            else:
+                tokens = beam_search(self.model, src, beam_size, n_new, length_penalty_alpha=length_penalty_alpha)
+            for r, text in enumerate(self.tgt_tokenizer.decode_batch(tokens.tolist())):
+                out[idx[r]] = text
+        return out
+
+    def evaluate(self, pairs: Sequence[tuple[str, str]], *, beam_size: int = 1, batch_size: int = 64, **kwargs: Any) -> dict[str, Any]:
+        """BLEU (sacrebleu, ``tokenize='zh'``) on ``(english, chinese)`` pairs.
+
+        Returns:
+            ``{"bleu": single-reference corpus BLEU over all pairs,
+            "bleu_all_refs": BLEU with one hypothesis per distinct English
+            sentence against all its Chinese references, "n_pairs",
+            "n_sources", "decode_s", "examples": first 5 (src, ref, hyp)}``.
+        """
+        from .data import group_by_source
+
+        groups = group_by_source(pairs)
+        t0 = time.perf_counter()
+        hyps = self.translate([g[0] for g in groups], beam_size=beam_size, batch_size=batch_size, **kwargs)
+        decode_s = time.perf_counter() - t0
+        by_src = {g[0]: h for g, h in zip(groups, hyps)}
+        single = bleu([by_src[s] for s, _ in pairs], [r for _, r in pairs], "zh")
+        multi = bleu(hyps, [g[1] for g in groups], "zh")
+        examples = [(s, r, by_src[s]) for s, r in list(pairs)[:5]]
+        return {
+            "bleu": round(single, 2), "bleu_all_refs": round(multi, 2), "n_pairs": len(pairs),
+            "n_sources": len(groups), "decode_s": round(decode_s, 1), "beam_size": beam_size, "examples": examples,
+        }
+
+
+# --------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------
+
+
+def _add_train_args(p: argparse.ArgumentParser) -> None:
+    r = Recipe()
+    p.add_argument("--out", required=True, help="checkpoint to write (full: model, optimizer, scheduler, tokenizers, config, step)")
+    p.add_argument("--export", default=None, help="also write a small float16 inference checkpoint here")
+    p.add_argument("--log", default=None, help="JSON-lines training log (default: OUT with .log.jsonl)")
+    p.add_argument("--resume", default=None, help="continue from this checkpoint")
+    p.add_argument("--steps", type=int, default=r.train.max_steps, help="optimizer steps")
+    p.add_argument("--budget-s", type=float, default=None, help="also stop after this many seconds")
+    p.add_argument("--lr", type=float, default=r.train.lr)
+    p.add_argument("--warmup-steps", type=int, default=r.train.warmup_steps)
+    p.add_argument("--schedule", default=r.train.schedule, choices=["noam", "warmup_cosine", "warmup_constant"])
+    p.add_argument("--optimizer", default=r.train.optimizer, choices=["adam", "adamw"])
+    p.add_argument("--label-smoothing", type=float, default=r.train.label_smoothing)
+    p.add_argument("--accumulation-steps", type=int, default=1)
+    p.add_argument("--amp", default=r.train.amp, choices=["auto", "off", "fp16", "bf16"],
+                   help=f"mixed precision (default here: {r.train.amp}; 'bf16' where the CPU has bfloat16 instructions)")
+    p.add_argument("--eval-every", type=int, default=None)
+    p.add_argument("--checkpoint-every", type=int, default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch-size", type=int, default=r.data.batch_size)
+    p.add_argument("--max-src-len", type=int, default=r.data.max_src_len)
+    p.add_argument("--max-tgt-len", type=int, default=r.data.max_tgt_len)
+    p.add_argument("--src-vocab-size", type=int, default=r.data.src_vocab_size)
+    for name in ("d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff", "max_len"):
+        p.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(r.model, name))
+    p.add_argument("--dropout", type=float, default=r.model.dropout)
+    p.add_argument("--norm-first", action="store_true", help="Pre-LN instead of the paper's Post-LN")
+    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: leave as is)")
+    p.add_argument("--no-progress", action="store_true")
+
+
+def _recipe_from_args(args: argparse.Namespace) -> Recipe:
+    import dataclasses
+
+    r = Recipe()
+    data = dataclasses.replace(
+        r.data, batch_size=args.batch_size, max_src_len=args.max_src_len, max_tgt_len=args.max_tgt_len,
+        src_vocab_size=args.src_vocab_size, seed=args.seed,
+    )
+    model = dataclasses.replace(
+        r.model, d_model=args.d_model, n_heads=args.n_heads, n_encoder_layers=args.n_encoder_layers,
+        n_decoder_layers=args.n_decoder_layers, d_ff=args.d_ff, max_len=args.max_len, dropout=args.dropout,
+        norm_first=args.norm_first,
+    )
+    tc = dataclasses.replace(
+        r.train, max_steps=args.steps, time_budget_s=args.budget_s, lr=args.lr, warmup_steps=args.warmup_steps,
+        schedule=args.schedule, optimizer=args.optimizer, label_smoothing=args.label_smoothing,
+        accumulation_steps=args.accumulation_steps, amp=args.amp, eval_every=args.eval_every,
+        checkpoint_every=args.checkpoint_every, seed=args.seed, progress=not args.no_progress,
+    )
+    return Recipe(data=data, model=model, train=tc)
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    rank, world = init_distributed()
+    recipe = _recipe_from_args(args)
+    log = args.log or (str(Path(args.out).with_suffix("")) + ".log.jsonl")
+    if rank == 0:
+        Path(log).parent.mkdir(parents=True, exist_ok=True)
+        if not args.resume and Path(log).exists():
+            Path(log).unlink()
+    t0 = time.perf_counter()
+    data = build_data(recipe)
+    if rank == 0:
+        print(data.summary(), flush=True)
+    model, data, result = train_translator(recipe, args.out, data=data, resume_from=args.resume, log_path=log if rank == 0 else None)
+    train_s = time.perf_counter() - t0
+    if rank == 0:
+        n = getattr(model, "num_parameters", lambda: sum(p.numel() for p in model.parameters()))()
+        summary = {
+            "steps": result.step, "train_s": round(result.elapsed_s, 1), "total_s": round(train_s, 1),
+            "steps_per_s": round(len(result.history) and result.step / max(result.elapsed_s, 1e-9), 2),
+            "parameters": n, "world_size": world, "stopped": result.stopped, "checkpoint": args.out,
+            "final_loss": result.history[-1]["loss"] if result.history else None,
+            "valid_loss": result.valid_history[-1]["valid_loss"] if result.valid_history else None,
+        }
+        if args.export:
+            export_for_inference(args.out, args.export)
+            summary["export"] = args.export
+            summary["export_bytes"] = os.path.getsize(args.export)
+        print(json.dumps(summary), flush=True)
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.barrier()
+        dist.destroy_process_group()
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    tr = Translator.from_checkpoint(args.checkpoint)
+    recipe = tr.recipe
+    if recipe is None:
+        raise SystemExit(f"{args.checkpoint} holds no recipe: cannot rebuild its test set")
+    pairs = test_pairs(recipe.data, tr.src_tokenizer, tr.tgt_tokenizer, split=args.split)
+    if args.limit:
+        pairs = pairs[: args.limit]
+    res = tr.evaluate(pairs, beam_size=args.beam_size, batch_size=args.batch_size)
+    for src, ref, hyp in res.pop("examples"):
+        print(f"{src}\n  ref: {ref}\n  hyp: {hyp}")
+    print(json.dumps(res, ensure_ascii=False))
+    return 0
+
+
+def _cmd_translate(args: argparse.Namespace) -> int:
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    tr = Translator.from_checkpoint(args.checkpoint)
+    sentences = args.sentences or [line.strip() for line in sys.stdin if line.strip()]
+    for s, t in zip(sentences, tr.translate(sentences, beam_size=args.beam_size)):
+        print(f"{s}\t{t}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m course_lib.translate``; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m course_lib.translate", description="Train, evaluate and use the course's English->Chinese Transformer.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_train = sub.add_parser("train", help="train a translator (runs data-parallel under torchrun)")
+    _add_train_args(p_train)
+    p_eval = sub.add_parser("evaluate", help="BLEU (sacrebleu, tokenize='zh') on the held-out test pairs")
+    p_eval.add_argument("--checkpoint", required=True)
+    p_eval.add_argument("--beam-size", type=int, default=1)
+    p_eval.add_argument("--batch-size", type=int, default=64)
+    p_eval.add_argument("--split", default="test", choices=["test", "valid"])
+    p_eval.add_argument("--limit", type=int, default=None, help="only the first N pairs")
+    p_eval.add_argument("--threads", type=int, default=None)
+    p_tr = sub.add_parser("translate", help="translate sentences given as arguments (or one per line on stdin)")
+    p_tr.add_argument("--checkpoint", required=True)
+    p_tr.add_argument("--beam-size", type=int, default=1)
+    p_tr.add_argument("--threads", type=int, default=None)
+    p_tr.add_argument("sentences", nargs="*")
+    args = parser.parse_args(argv)
+    return {"train": _cmd_train, "evaluate": _cmd_evaluate, "translate": _cmd_translate}[args.command](args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,292 @@
+"""Tests of course_lib.decoding (chapter 10; paper section 6.1).
+
+Independent references: a sentence-by-sentence greedy loop written out with
+``model(src, tgt)`` (no cache, no batching), a tiny "table" model whose
+next-token probabilities are fixed by hand (so beam search results and
+scores can be worked out on paper), and hand-computed filters.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from course_lib.decoding import (
+    apply_repetition_penalty,
+    beam_search,
+    choose_next_token,
+    greedy_decode,
+    length_penalty,
+    sample,
+    top_k_filter,
+    top_p_filter,
+)
+from course_lib.model import Transformer, TransformerConfig
+
+PAD, BOS, EOS = 0, 1, 2
+V = 19
+
+
+def random_model(seed: int = 0, eos_bias: float = 0.0) -> Transformer:
+    torch.manual_seed(seed)
+    cfg = TransformerConfig(
+        src_vocab_size=V, tgt_vocab_size=V, d_model=32, n_heads=4, n_encoder_layers=2, n_decoder_layers=2,
+        d_ff=64, dropout=0.1, max_len=64,
+    )
+    model = Transformer(cfg)
+    with torch.no_grad():  # a larger <eos> bias: some sentences end early, others do not
+        model.generator.bias[EOS] += eos_bias
+    return model.eval()
+
+
+def sources() -> torch.Tensor:
+    src = torch.randint(3, V, (4, 7), generator=torch.Generator().manual_seed(1))
+    src[1, 5:] = PAD
+    src[3, 2:] = PAD
+    return src
+
+
+def naive_greedy(model: nn.Module, src_row: torch.Tensor, max_len: int) -> list[int]:
+    """One sentence, no padding, the whole prefix recomputed by model.forward each step."""
+    ys = [BOS]
+    with torch.no_grad():
+        for _ in range(max_len):
+            logits = model(src_row[None], torch.tensor([ys]))[0, -1]
+            ys.append(int(logits.argmax()))
+            if ys[-1] == EOS:
+                break
+    return ys[1:]
+
+
+def strip(row: list[int]) -> list[int]:
+    out = []
+    for t in row:
+        out.append(t)
+        if t == EOS:
+            break
+    return [t for t in out if t != PAD]
+
+
+# ----------------------------------------------------------------------------- greedy
+def test_greedy_equals_sentence_by_sentence_loop():
+    model = random_model(0, eos_bias=1.0)
+    src = sources()
+    out = greedy_decode(model, src, max_len=12)
+    lengths = (src != PAD).sum(1)
+    for b in range(src.size(0)):
+        assert strip(out[b].tolist()) == naive_greedy(model, src[b, : lengths[b]], 12)
+    ended = [EOS in row for row in out.tolist()]
+    assert any(ended) and not all(ended)  # the test covers early stopping
+
+
+def test_kv_cache_equals_recomputation():
+    model = random_model()
+    src = sources()
+    tok_c, log_c = greedy_decode(model, src, max_len=20, eos_id=None, use_cache=True, return_logits=True)
+    tok_r, log_r = greedy_decode(model, src, max_len=20, eos_id=None, use_cache=False, return_logits=True)
+    assert tok_c.shape == (4, 20) and torch.equal(tok_c, tok_r)
+    torch.testing.assert_close(log_c, log_r, atol=1e-5, rtol=1e-5)
+
+
+def test_model_left_in_its_mode_and_no_grad():
+    model = random_model().train()
+    out = greedy_decode(model, sources(), max_len=3)
+    assert model.training and not out.requires_grad
+
+
+# ----------------------------------------------------------------------------- a hand-made model
+class TableModel(nn.Module):
+    """Next-token probabilities looked up from a dict ``prefix tuple -> {token: p}``.
+
+    The prefix excludes ``<bos>``; unspecified prefixes predict ``<eos>``.
+    ``src[:, 0]`` selects one of several tables (so batches can mix them).
+    Supports ``new_cache()`` (the cache just remembers the prefixes).
+    """
+
+    def __init__(self, tables: list[dict[tuple, dict[int, float]]], vocab: int = 6) -> None:
+        super().__init__()
+        self.tables, self.vocab = tables, vocab
+        self.dummy = nn.Parameter(torch.zeros(1))
+        self.rows_seen: list[int] = []
+
+    class Cache:
+        def __init__(self):
+            self.prefix = None
+
+        def reorder(self, index):
+            self.prefix = self.prefix.index_select(0, index)
+
+    def new_cache(self):
+        return TableModel.Cache()
+
+    def encode(self, src, src_mask=None):
+        return src[:, :1, None].float()
+
+    def decode(self, tgt, memory, src_mask=None, tgt_mask=None, cache=None):
+        if cache is not None:
+            cache.prefix = tgt if cache.prefix is None else torch.cat([cache.prefix, tgt], dim=1)
+            tgt = cache.prefix
+        self.rows_seen.append(tgt.size(0))
+        logits = torch.full((tgt.size(0), tgt.size(1), self.vocab), -1e4)
+        for b in range(tgt.size(0)):
+            table = self.tables[int(memory[b, 0, 0])]
+            dist = table.get(tuple(tgt[b, 1:].tolist()), {EOS: 1.0})
+            for tok, p in dist.items():
+                logits[b, -1, tok] = math.log(p)
+        return logits
+
+
+A, B = 3, 4
+GREEDY_TRAP = {(): {A: 0.5, B: 0.4, EOS: 0.1}, (A,): {A: 0.4, B: 0.4, EOS: 0.2}, (A, A): {EOS: 1.0}, (B,): {EOS: 0.9, A: 0.05, B: 0.05}}
+EARLY_EOS = {(): {EOS: 0.4, A: 0.6}, (A,): {A: 0.95, EOS: 0.05}, (A, A): {EOS: 0.95, A: 0.05}, (A, A, A): {EOS: 1.0}}
+
+
+def test_beam_search_beats_greedy_on_a_hand_worked_case():
+    model = TableModel([GREEDY_TRAP])
+    src = torch.zeros(1, 3, dtype=torch.long)
+    assert greedy_decode(model, src, max_len=5).tolist() == [[A, A, EOS]]  # p = 0.5*0.4*1 = 0.2
+    tokens, score = beam_search(model, src, beam_size=2, max_len=5, length_penalty_alpha=0.0, return_scores=True)
+    assert tokens.tolist() == [[B, EOS]]  # p = 0.4 * 0.9 = 0.36
+    assert score.item() == pytest.approx(math.log(0.36), rel=1e-5)
+
+
+def test_finished_hypotheses_are_kept_until_no_open_one_can_win():
+    # Step 1 finishes "<eos>" (p 0.4) while "A" (0.6) stays open; the search
+    # must go on and return "A A <eos>" (0.6 * 0.95 * 0.95 = 0.5415).
+    model = TableModel([EARLY_EOS])
+    src = torch.zeros(1, 3, dtype=torch.long)
+    tokens, score = beam_search(model, src, beam_size=2, max_len=6, length_penalty_alpha=0.0, return_scores=True)
+    assert tokens.tolist() == [[A, A, EOS]]
+    assert score.item() == pytest.approx(math.log(0.6 * 0.95 * 0.95), rel=1e-5)
+    # With the GNMT penalty the normalised score is log p / ((5 + 3) / 6) ** alpha.
+    tokens, score = beam_search(model, src, beam_size=2, max_len=6, length_penalty_alpha=0.6, return_scores=True)
+    assert tokens.tolist() == [[A, A, EOS]]
+    assert score.item() == pytest.approx(math.log(0.5415) / length_penalty(3, 0.6), rel=1e-5)
+
+
+def test_batched_decoding_stops_each_sequence_on_its_own():
+    # Row 0 uses EARLY_EOS-like short table, row 1 a longer one; finished rows
+    # are padded and dropped from later decoder calls.
+    short = {(): {A: 0.9, EOS: 0.1}, (A,): {EOS: 1.0}}
+    long = {(): {B: 1.0}, (B,): {B: 1.0}, (B, B): {A: 1.0}, (B, B, A): {EOS: 1.0}}
+    model = TableModel([short, long])
+    src = torch.tensor([[0, 5], [1, 5]])
+    for use_cache in (True, False):
+        model.rows_seen.clear()
+        out = greedy_decode(model, src, max_len=10, use_cache=use_cache)
+        assert out.tolist() == [[A, EOS, PAD, PAD], [B, B, A, EOS]]
+        assert model.rows_seen == [2, 2, 1, 1]  # row 0 left the batch after its <eos>
+    assert beam_search(model, src, beam_size=3, max_len=10).tolist() == [[A, EOS, PAD, PAD], [B, B, A, EOS]]
+
+
+def test_beam_size_1_equals_greedy_exactly():
+    for seed, bias in ((0, 1.0), (1, 2.0)):
+        model = random_model(seed, eos_bias=bias)
+        src = sources()
+        greedy = greedy_decode(model, src, max_len=15)
+        assert (greedy == EOS).any()
+        for alpha in (0.0, 0.6, 1.0):
+            beam = beam_search(model, src, beam_size=1, max_len=15, length_penalty_alpha=alpha)
+            assert torch.equal(beam, greedy), (seed, alpha)
+
+
+def test_beam_search_batch_and_cache_do_not_change_results():
+    model = random_model(0, eos_bias=1.0)
+    src = sources()
+    batched = beam_search(model, src, beam_size=3, max_len=10)
+    no_cache = beam_search(model, src, beam_size=3, max_len=10, use_cache=False)
+    assert torch.equal(batched, no_cache)
+    lengths = (src != PAD).sum(1)
+    for b in range(src.size(0)):
+        alone = beam_search(model, src[b : b + 1, : lengths[b]], beam_size=3, max_len=10)
+        assert strip(alone[0].tolist()) == strip(batched[b].tolist())
+
+
+def test_beam_score_is_at_least_greedy_score_without_penalty():
+    model = random_model(1, eos_bias=2.0)
+    src = sources()
+    _, beam_scores = beam_search(model, src, beam_size=4, max_len=12, length_penalty_alpha=0.0, return_scores=True)
+    _, greedy_scores = beam_search(model, src, beam_size=1, max_len=12, length_penalty_alpha=0.0, return_scores=True)
+    assert torch.all(beam_scores >= greedy_scores - 1e-5)
+
+
+# ----------------------------------------------------------------------------- sampling
+def test_temperature_zero_is_argmax_not_a_crash():
+    logits = torch.randn(5, V)
+    assert torch.equal(choose_next_token(logits, temperature=0.0), logits.argmax(-1))
+    model = random_model(0, eos_bias=1.0)
+    assert torch.equal(sample(model, sources(), 10, temperature=0.0), greedy_decode(model, sources(), 10))
+
+
+def test_top_k_larger_than_vocabulary_is_clamped():
+    logits = torch.randn(3, V)
+    assert torch.equal(top_k_filter(logits, 10 * V), logits)
+    model = random_model()
+    a = sample(model, sources(), 8, top_k=1000, generator=torch.Generator().manual_seed(0))
+    b = sample(model, sources(), 8, top_k=None, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(a, b)
+
+
+def test_top_k_filter_keeps_the_k_largest():
+    logits = torch.tensor([[1.0, 5.0, 3.0, 4.0, 2.0]])
+    out = top_k_filter(logits, 2)
+    assert torch.isinf(out).tolist() == [[True, False, True, False, True]]
+    assert top_k_filter(logits, 2)[0, 1] == 5.0
+    draws = torch.stack([choose_next_token(logits, 1.0, top_k=2) for _ in range(200)])
+    assert set(draws.flatten().tolist()) <= {1, 3}
+    assert torch.equal(choose_next_token(logits.repeat(4, 1), 1.0, top_k=1), torch.ones(4, dtype=torch.long))
+
+
+def test_top_p_keeps_the_smallest_set_reaching_p():
+    probs = torch.tensor([[0.15, 0.5, 0.05, 0.3]])  # sorted: 0.5, 0.3, 0.15, 0.05
+    logits = probs.log()
+    kept = lambda p: (~torch.isinf(top_p_filter(logits, p))).nonzero()[:, 1].tolist()  # noqa: E731
+    assert kept(0.5) == [1]  # 0.5 alone reaches 0.5
+    assert kept(0.51) == [1, 3]
+    assert kept(0.8) == [1, 3]  # 0.5 + 0.3 = 0.8
+    assert kept(0.81) == [0, 1, 3]
+    assert kept(0.01) == [1]  # the most likely token is always kept
+    assert kept(1.0) == [0, 1, 2, 3]
+    draws = torch.stack([choose_next_token(logits, 1.0, top_p=0.8) for _ in range(200)])
+    assert set(draws.flatten().tolist()) <= {1, 3}
+
+
+def test_repetition_penalty_lowers_seen_tokens_for_positive_and_negative_logits():
+    logits = torch.tensor([[2.0, -1.0, 0.5, -3.0]])
+    generated = torch.tensor([[0, 1, 1]])
+    out = apply_repetition_penalty(logits, generated, 2.0)
+    assert out.tolist() == [[1.0, -2.0, 0.5, -3.0]]
+    before, after = torch.softmax(logits, -1), torch.softmax(out, -1)
+    assert after[0, 0] < before[0, 0] and after[0, 1] < before[0, 1]
+    # a plain division would have made the negative logit -0.5: more likely
+    assert torch.softmax(logits / torch.tensor([2.0, 2.0, 1.0, 1.0]), -1)[0, 1] > before[0, 1]
+    assert torch.equal(apply_repetition_penalty(logits, generated, 1.0), logits)
+    assert apply_repetition_penalty(logits, generated, 2.0, ignore_ids=(0,))[0, 0] == 2.0
+
+
+def test_repetition_penalty_in_decoding_avoids_repeats():
+    model = TableModel([{(): {A: 0.6, B: 0.4}, (A,): {A: 0.6, B: 0.4}, (A, B): {EOS: 1.0}, (A, A): {EOS: 1.0}}])
+    src = torch.zeros(1, 2, dtype=torch.long)
+    assert greedy_decode(model, src, 5).tolist() == [[A, A, EOS]]
+    assert greedy_decode(model, src, 5, repetition_penalty=2.0).tolist() == [[A, B, EOS]]
+
+
+def test_decoding_errors_name_the_argument():
+    model = random_model()
+    with pytest.raises(ValueError, match="temperature"):
+        sample(model, sources(), 3, temperature=-1.0)
+    with pytest.raises(ValueError, match="top_p"):
+        sample(model, sources(), 3, top_p=1.5)
+    with pytest.raises(ValueError, match="top_k"):
+        top_k_filter(torch.randn(2, 3), -1)
+    with pytest.raises(ValueError, match="beam_size"):
+        beam_search(model, sources(), beam_size=0)
+    with pytest.raises(ValueError, match="src"):
+        greedy_decode(model, torch.tensor([3, 4, 5]))
+    with pytest.raises(ValueError, match="max_len"):
+        greedy_decode(model, sources(), max_len=500)
+    with pytest.raises(ValueError, match="penalty"):
+        apply_repetition_penalty(torch.randn(1, 3), torch.zeros(1, 1, dtype=torch.long), 0.0)
