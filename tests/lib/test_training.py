@@ -427,7 +427,7 @@ def test_resume_is_exact_with_a_course_data_loader(tmp_path):
     assert resumed.losses == full.losses[3:]
 
 
-def test_copy_task_reaches_100_percent_quickly():
+def test_copy_task_reaches_100_percent():
     # The faster variant of benchmarks/bench_copy_task.py (shorter sequences,
     # a smaller model): an end-to-end check of loss, masks, schedule, loop and
     # greedy decoding together. A broken causal mask or a shifted target never
@@ -445,5 +445,7 @@ def test_copy_task_reaches_100_percent_quickly():
         vocab_size=10, min_len=2, max_len=6, n_test=64, d_model=32, d_ff=64, n_layers=2, lr=5e-3,
         max_steps=400, eval_every=20,
     )
-    result = bench.run_copy_task(settings, limit_s=60.0, log=lambda *a: None)
+    # Bounded by max_steps, not by time: the speed target (100 % within 60 s)
+    # is measured by benchmarks/bench_copy_task.py, never in a timed test.
+    result = bench.run_copy_task(settings, limit_s=900.0, log=lambda *a: None)
     assert result["accuracy"] == 1.0, result
