@@ -10,7 +10,10 @@ size on ``--threads`` CPU threads:
   output layer (defined below);
 
 then reports held-out test BLEU (``sacrebleu``, ``tokenize='zh'``, i.e.
-character-level) of each. The test set is the Tatoeba test split of
+character-level) of each, the validation loss of each, and a paired
+bootstrap test of the BLEU difference (:func:`course_lib.metrics.paired_bleu_test`:
+``p_value >= 0.05`` means the difference is within what resampling the test
+set alone produces). The test set is the Tatoeba test split of
 :func:`course_lib.data.split_by_source` (no English sentence of the test set
 occurs in training) after the recipe's length filter, which is applied to the
 training, validation and test pairs alike (printed below).
@@ -18,8 +21,9 @@ training, validation and test pairs alike (printed below).
     python benchmarks/bench_translate.py                 # 10 minutes per model
     python benchmarks/bench_translate.py --budget-s 60   # a quick run
     python benchmarks/bench_translate.py --eval-only     # the committed checkpoint, no training
+    python benchmarks/bench_translate.py --seed 1        # another initialisation and batch order
 
-Last output line, JSON: ``{"bleu": ..., "bleu_torch_baseline": ..., "train_s": ...}``
+Last output line, JSON: ``{"bleu": ..., "bleu_torch_baseline": ..., "p_value": ..., "train_s": ...}``
 (``bleu``: one hypothesis per test pair against its own reference;
 ``*_all_refs``: one per distinct English sentence against all its references).
 """
@@ -103,7 +107,9 @@ class TorchTransformerBaseline(nn.Module):
 def _evaluate(model: nn.Module, data, pairs, beam_size: int) -> dict:
     from course_lib.translate import Translator
 
-    return Translator(model, data.src_tokenizer, data.tgt_tokenizer).evaluate(pairs, beam_size=beam_size)
+    return Translator(model, data.src_tokenizer, data.tgt_tokenizer).evaluate(
+        pairs, beam_size=beam_size, return_hypotheses=True
+    )
 
 
 def main() -> None:
@@ -118,6 +124,7 @@ def main() -> None:
     ap.add_argument("--skip-baseline", action="store_true")
     ap.add_argument("--baseline-first", action="store_true", help="train the nn.Transformer baseline first")
     ap.add_argument("--save", default=None, help="save the course_lib model trained here to this checkpoint")
+    ap.add_argument("--seed", type=int, default=0, help="seed of both models' initialisation and batch order")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     import warnings
@@ -141,7 +148,9 @@ def main() -> None:
 
     recipe = Recipe()
     recipe = dataclasses.replace(
-        recipe, train=dataclasses.replace(recipe.train, max_steps=10**7, time_budget_s=args.budget_s, progress=False)
+        recipe,
+        train=dataclasses.replace(recipe.train, max_steps=10**7, time_budget_s=args.budget_s, progress=False, seed=args.seed),
+        data=dataclasses.replace(recipe.data, seed=args.seed),
     )
     data = build_data(recipe)
     print(data.summary())
@@ -153,6 +162,7 @@ def main() -> None:
     print(f"recipe: {json.dumps(recipe.to_dict()['model'])}; {json.dumps({k: v for k, v in recipe.train.to_dict().items() if k in ('optimizer', 'lr', 'schedule', 'warmup_steps', 'label_smoothing', 'clip_grad_norm', 'weight_decay')})}")
 
     results: dict[str, dict] = {}
+    hypotheses: dict[str, list[str]] = {}
     order = ["torch", "course_lib"] if args.baseline_first else ["course_lib", "torch"]
     for name in order:
         if name == "torch" and args.skip_baseline:
@@ -164,6 +174,7 @@ def main() -> None:
         model, _, result = train_translator(recipe, out, data=data, model=model)
         train_s = time.perf_counter() - t0
         ev = _evaluate(model, data, pairs, args.beam_size)
+        hypotheses[name] = ev.pop("hypotheses")
         results[name] = {
             "bleu": ev["bleu"], "bleu_all_refs": ev["bleu_all_refs"], "steps": result.step,
             "train_s": round(result.elapsed_s, 1), "steps_per_s": round(result.step / result.elapsed_s, 2),
@@ -176,6 +187,15 @@ def main() -> None:
 
     ours = results["course_lib"]
     base = results.get("torch", {})
+    test = None
+    if "torch" in hypotheses:
+        from course_lib.metrics import paired_bleu_test
+
+        test = paired_bleu_test(hypotheses["torch"], hypotheses["course_lib"], [r for _, r in pairs], "zh")
+        print(f"paired bootstrap (1,000 resamples of the {len(pairs)} test pairs): course_lib - nn.Transformer = "
+              f"{test['difference']:+.2f} BLEU, p = {test['p_value']:.3f} "
+              f"({'significant' if test['p_value'] < 0.05 else 'not significant'} at 0.05); 95% intervals "
+              f"+-{test['ci95']:.2f} and +-{test['ci95_baseline']:.2f}")
     print(json.dumps({
         "bleu": ours["bleu"], "bleu_torch_baseline": base.get("bleu"),
         "bleu_all_refs": ours["bleu_all_refs"], "bleu_all_refs_torch_baseline": base.get("bleu_all_refs"),
@@ -183,7 +203,10 @@ def main() -> None:
         "steps": ours["steps"], "steps_torch_baseline": base.get("steps"),
         "steps_per_s": ours["steps_per_s"], "steps_per_s_torch_baseline": base.get("steps_per_s"),
         "parameters": ours["parameters"], "parameters_torch_baseline": base.get("parameters"),
+        "valid_loss": ours["valid_loss"], "valid_loss_torch_baseline": base.get("valid_loss"),
+        "p_value": None if test is None else round(test["p_value"], 4),
         "n_test_pairs": len(pairs), "beam_size": args.beam_size, "threads": args.threads, "budget_s": args.budget_s,
+        "seed": args.seed,
     }))
 
 

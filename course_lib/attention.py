@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ._validate import check_input_dtype
 from .masks import check_mask
 
 __all__ = ["scaled_dot_product_attention", "MultiHeadAttention", "KVCache"]
@@ -266,7 +267,9 @@ class MultiHeadAttention(nn.Module):
         Raises:
             ValueError: wrong last dimension, mismatched batch sizes or
                 key/value lengths, or a mask that does not broadcast.
-            TypeError: a mask that is not ``torch.bool``.
+            TypeError: a mask that is not ``torch.bool``; a query, key or
+                value that is not floating point, or whose dtype differs
+                from the weights' outside ``torch.autocast``.
         """
         self_attention = key is None and value is None
         key = query if key is None else key
@@ -280,6 +283,9 @@ class MultiHeadAttention(nn.Module):
             )
         if key.size(1) != value.size(1):
             raise ValueError(f"key and value must have the same length; got {key.size(1)} and {value.size(1)}")
+        weight = self.qkv_proj.weight if self.fused_qkv else self.q_proj.weight
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            check_input_dtype(t, weight, name, "MultiHeadAttention")
 
         if cache is not None and cache.static and cache.key is not None:
             q = self.split_heads(self._project(query, 0))

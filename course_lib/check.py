@@ -49,6 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
+from .grading.extract import code_cell_numbers, rename_cells
+
 __all__ = ["repository_root", "load_cases", "resolve_chapters", "default_notebooks", "run_checks", "format_report",
            "code_cell_numbers", "rename_cells", "static_warnings", "copy_warnings", "main"]
 
@@ -127,40 +129,6 @@ def default_notebooks(cwd: Path, root: Path, notebooks: dict[str, str]) -> Path:
     if any((cwd / name).is_file() for name in notebooks.values()):
         return cwd
     return root / "exercises"
-
-
-def code_cell_numbers(notebook: str | os.PathLike[str]) -> dict[int, int]:
-    """Map the extractor's cell numbers (all cells, from 1) to code-cell numbers (code cells only, from 1).
-
-    Jupyter numbers no cells, and a student counting "cell 4" rarely counts the
-    markdown cells: messages say "code cell N" instead. Returns ``{}`` when the
-    file cannot be read as a notebook.
-    """
-    try:
-        nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
-        cells = nb["cells"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
-    out: dict[int, int] = {}
-    code = 0
-    for number, cell in enumerate(cells if isinstance(cells, list) else [], start=1):
-        if isinstance(cell, dict) and cell.get("cell_type") == "code":
-            code += 1
-            out[number] = code
-    return out
-
-
-def rename_cells(text: str, notebook: str | os.PathLike[str]) -> str:
-    """Rewrite ``cell N`` (extractor numbering) in ``text`` as ``code cell M`` of ``notebook``."""
-    numbers = code_cell_numbers(notebook)
-    if not numbers:
-        return text
-
-    def sub(m: re.Match) -> str:
-        number = int(m.group(2))
-        return f"{m.group(1)}code cell {numbers[number]}" if number in numbers else m.group(0)
-
-    return re.sub(r"(^|[^\w ]|(?<!code) )cell (\d+)\b", sub, text)
 
 
 def static_warnings(chapters: list[str], notebooks: Path, cases: ModuleType) -> list[str]:

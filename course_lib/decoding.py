@@ -5,8 +5,9 @@
   with a length penalty; finished hypotheses are kept until no open one can
   beat them.
 * :func:`sample` - draw the next token (temperature, top-k, top-p).
-* :func:`apply_repetition_penalty`, :func:`top_k_filter`, :func:`top_p_filter`
-  - the logit transformations used by the decoders.
+* :func:`apply_repetition_penalty`, :func:`block_repeated_ngrams`,
+  :func:`top_k_filter`, :func:`top_p_filter` - the logit transformations
+  used by the decoders.
 
 All decoders work on a batch and stop each sequence at its own ``<eos>``
 (greedy decoding and sampling drop finished rows from the computation; beam
@@ -39,6 +40,7 @@ from torch import Tensor, nn
 
 __all__ = [
     "apply_repetition_penalty",
+    "block_repeated_ngrams",
     "top_k_filter",
     "top_p_filter",
     "choose_next_token",
@@ -93,6 +95,55 @@ def apply_repetition_penalty(
             seen[:, i] = False
     penalised = torch.where(logits > 0, logits / penalty, logits * penalty)
     return torch.where(seen, penalised, logits)
+
+
+def block_repeated_ngrams(logits: Tensor, generated: Tensor, ngram_size: int) -> Tensor:
+    """Forbid every next token that would repeat an n-gram already in ``generated``.
+
+    If the last ``n - 1`` generated tokens of row ``b`` occurred before,
+    followed by token ``x``, then ``x`` gets the logit ``-inf``: no n-gram
+    (``n = ngram_size``) can appear twice in an output. Unlike the
+    repetition penalty this never touches a token that merely occurred
+    before (妈妈, or the second 我 of a sentence, stay possible): with
+    ``n = 2`` a loop like 马马马 is cut at its third character. A row in
+    which *every* token would be forbidden is left unchanged (a distribution
+    of all ``-inf`` has no sample and no meaningful argmax).
+
+    Args:
+        logits: next-token logits (or log-probabilities), ``(batch, V)``, float.
+        generated: ids produced so far, ``(batch, t)``, long (``t`` may be 0).
+        ngram_size: ``n >= 1``; 0 = off (returns a copy).
+
+    Returns:
+        a new tensor of shape ``(batch, V)``.
+
+    Raises:
+        ValueError: ``ngram_size < 0``, or shapes that do not match.
+
+    Source: Paulus et al. (2018), "A Deep Reinforced Model for Abstractive
+    Summarization", section 2.5 (trigram blocking in beam search); chapter 10.
+    """
+    if isinstance(ngram_size, bool) or not isinstance(ngram_size, int) or ngram_size < 0:
+        raise ValueError(f"ngram_size must be an int >= 0 (0 = off); got {ngram_size!r}")
+    if logits.dim() != 2 or generated.dim() != 2 or generated.size(0) != logits.size(0):
+        raise ValueError(
+            f"logits must be (batch, V) and generated (batch, t) with the same batch; got "
+            f"{tuple(logits.shape)} and {tuple(generated.shape)}"
+        )
+    n = ngram_size
+    if n == 0 or generated.size(1) < n:
+        return logits.clone()
+    grams = generated.long().unfold(1, n, 1)  # (batch, t - n + 1, n): every n-gram so far
+    if n == 1:
+        match = torch.ones(grams.shape[:2], dtype=torch.bool, device=grams.device)
+    else:
+        prefix = generated[:, generated.size(1) - (n - 1):].long()  # (batch, n - 1): the last n - 1 tokens
+        match = (grams[:, :, :-1] == prefix[:, None, :]).all(dim=-1)  # (batch, t - n + 1)
+    hits = torch.zeros(logits.shape, dtype=torch.int32, device=logits.device)
+    hits.scatter_add_(1, grams[:, :, -1], match.to(torch.int32))
+    banned = hits > 0
+    banned &= ~banned.all(dim=-1, keepdim=True)
+    return logits.masked_fill(banned, float("-inf"))
 
 
 def top_k_filter(logits: Tensor, top_k: int | None) -> Tensor:
@@ -270,6 +321,11 @@ def _step_logits(model, ys: Tensor, memory: Tensor, src_mask: Tensor | None, cac
     return model.decode(ys, memory, src_mask)[:, -1]
 
 
+def _check_ngram_size(n: int) -> None:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"no_repeat_ngram_size must be an int >= 0 (0 = off); got {n!r}")
+
+
 def _select_rows(mask: Tensor | None, rows: Tensor) -> Tensor | None:
     if mask is None or mask.size(0) == 1:
         return mask
@@ -288,8 +344,10 @@ def _generate(
     use_cache: bool | None,
     repetition_penalty: float,
     return_logits: bool,
+    no_repeat_ngram_size: int = 0,
 ) -> Tensor | tuple[Tensor, Tensor]:
     _check_src(src)
+    _check_ngram_size(no_repeat_ngram_size)
     n_new = _default_max_len(model, src, max_len)
     batch = src.size(0)
     device = src.device
@@ -311,6 +369,8 @@ def _generate(
                 all_logits.append(full)
             if repetition_penalty != 1.0:
                 logits = apply_repetition_penalty(logits, ys[:, 1:], repetition_penalty, ignore_ids=(pad_id, bos_id))
+            if no_repeat_ngram_size:
+                logits = block_repeated_ngrams(logits, ys[:, 1:], no_repeat_ngram_size)
             token = choose(logits)
             out[alive, t] = token
             ys = torch.cat([ys, token[:, None]], dim=1)
@@ -346,6 +406,7 @@ def greedy_decode(
     src_mask: Tensor | None = None,
     use_cache: bool | None = None,
     repetition_penalty: float = 1.0,
+    no_repeat_ngram_size: int = 0,
     return_logits: bool = False,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """Translate a batch by always taking the most likely next token.
@@ -364,22 +425,25 @@ def greedy_decode(
             whole prefix each step (``False``), or ``None`` (default): the
             cache whenever the model has ``new_cache()``.
         repetition_penalty: see :func:`apply_repetition_penalty` (1.0 = off).
+        no_repeat_ngram_size: see :func:`block_repeated_ngrams` (0 = off).
         return_logits: also return the logits of every step.
 
     Returns:
         ids ``(batch, out_len)`` (no ``<bos>``; ``<eos>`` then ``pad_id`` for
         finished rows); with ``return_logits``, also a float32 tensor
         ``(batch, out_len, V)`` of the next-token logits of each step (before
-        the repetition penalty; zeros for rows that had already finished).
+        the repetition penalty and n-gram blocking; zeros for rows that had
+        already finished).
 
     Raises:
-        ValueError: ``src`` not 2-D integer, ``max_len`` beyond the model's positions.
+        ValueError: ``src`` not 2-D integer, ``max_len`` beyond the model's
+            positions, a negative ``no_repeat_ngram_size``.
 
     Source: chapter 10.
     """
     return _generate(
         model, src, lambda logits: logits.argmax(dim=-1), max_len, bos_id, eos_id, pad_id,
-        src_mask, use_cache, repetition_penalty, return_logits,
+        src_mask, use_cache, repetition_penalty, return_logits, no_repeat_ngram_size,
     )
 
 
@@ -392,6 +456,7 @@ def sample(
     top_k: int | None = None,
     top_p: float | None = None,
     repetition_penalty: float = 1.0,
+    no_repeat_ngram_size: int = 0,
     generator: torch.Generator | None = None,
     bos_id: int = 1,
     eos_id: int | None = 2,
@@ -407,7 +472,7 @@ def sample(
 
     Args:
         model, src, max_len, bos_id, eos_id, pad_id, src_mask, use_cache,
-            repetition_penalty: as :func:`greedy_decode`.
+            repetition_penalty, no_repeat_ngram_size: as :func:`greedy_decode`.
         temperature: ``>= 0``.
         top_k: ``None``/0 = off.
         top_p: in ``(0, 1]``; ``None``/1 = off.
@@ -429,7 +494,7 @@ def sample(
         raise ValueError(f"top_p must be in (0, 1]; got {top_p}")
     return _generate(
         model, src, lambda logits: choose_next_token(logits, temperature, top_k, top_p, generator),
-        max_len, bos_id, eos_id, pad_id, src_mask, use_cache, repetition_penalty, False,
+        max_len, bos_id, eos_id, pad_id, src_mask, use_cache, repetition_penalty, False, no_repeat_ngram_size,
     )
 
 
@@ -445,6 +510,7 @@ def beam_search(
     pad_id: int = 0,
     src_mask: Tensor | None = None,
     use_cache: bool | None = None,
+    no_repeat_ngram_size: int = 0,
     return_scores: bool = False,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """Beam search with the GNMT length penalty; returns the best hypothesis per source.
@@ -470,6 +536,9 @@ def beam_search(
         beam_size: hypotheses kept per source sentence (paper: 4).
         length_penalty_alpha: ``alpha`` of :func:`length_penalty` (paper: 0.6;
             0 = raw log-probabilities).
+        no_repeat_ngram_size: no hypothesis repeats an n-gram of this size
+            (:func:`block_repeated_ngrams` on each hypothesis' log-probabilities;
+            0 = off).
         return_scores: also return the best scores.
 
     Returns:
@@ -478,7 +547,8 @@ def beam_search(
         log-probabilities of the returned hypotheses.
 
     Raises:
-        ValueError: ``beam_size < 1``, or as :func:`greedy_decode`.
+        ValueError: ``beam_size < 1``, a negative ``no_repeat_ngram_size``,
+            or as :func:`greedy_decode`.
 
     Source: Vaswani et al. (2017), section 6.1 ("beam search with a beam size
     of 4 and length penalty alpha = 0.6 ... terminate early when possible");
@@ -487,6 +557,7 @@ def beam_search(
     _check_src(src)
     if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
         raise ValueError(f"beam_size must be an int >= 1; got {beam_size!r}")
+    _check_ngram_size(no_repeat_ngram_size)
     n_new = _default_max_len(model, src, max_len)
     batch, k = src.size(0), beam_size
     device = src.device
@@ -508,6 +579,8 @@ def beam_search(
         for t in range(1, n_new + 1):
             logits = _step_logits(model, ys, memory, mask, cache).float()
             logp = torch.log_softmax(logits, dim=-1)  # (batch * k, V)
+            if no_repeat_ngram_size:
+                logp = block_repeated_ngrams(logp, ys[:, 1:], no_repeat_ngram_size)
             vocab = logp.size(-1)
             cand = (beam_logp[:, :, None] + logp.view(batch, k, vocab)).view(batch, k * vocab)
             top_scores, top_idx = cand.topk(k, dim=-1)  # (batch, k)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ._validate import check_input_dtype
+
 __all__ = ["PositionwiseFeedForward"]
 
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
@@ -23,12 +25,16 @@ class PositionwiseFeedForward(nn.Module):
             :func:`torch.nn.functional.gelu`; used by BERT/GPT).
 
     Shapes:
-        ``x``: ``(batch, seq_len, d_model)`` float -> ``(batch, seq_len, d_model)``.
+        ``x``: ``(batch, seq_len, d_model)`` float -> ``(batch, seq_len, d_model)``
+        (any number of leading dimensions works: ``(..., d_model)``).
         Positions never mix: permuting the positions of the input permutes the
         output the same way.
 
     Raises:
-        ValueError: unknown ``activation``; non-positive sizes.
+        ValueError: unknown ``activation``; non-positive sizes; an input
+            whose last dimension is not ``d_model``.
+        TypeError: an input that is not floating point, or whose dtype
+            differs from the weights' outside ``torch.autocast``.
 
     Source: Vaswani et al. (2017), section 3.3, equation (2).
     """
@@ -40,6 +46,7 @@ class PositionwiseFeedForward(nn.Module):
         if d_model < 1 or d_ff < 1:
             raise ValueError(f"d_model and d_ff must be positive; got d_model={d_model}, d_ff={d_ff}")
         self.activation = activation
+        self.d_model = d_model
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)
@@ -48,6 +55,9 @@ class PositionwiseFeedForward(nn.Module):
             nn.init.zeros_(lin.bias)
 
     def forward(self, x: Tensor) -> Tensor:
+        if x.dim() < 1 or x.size(-1) != self.d_model:
+            raise ValueError(f"x must have shape (batch, seq_len, {self.d_model}); got {tuple(x.shape)}")
+        check_input_dtype(x, self.linear1.weight, "x", "PositionwiseFeedForward")
         return self.linear2(self.dropout(_ACTIVATIONS[self.activation](self.linear1(x))))
 
     def extra_repr(self) -> str:

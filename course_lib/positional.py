@@ -109,24 +109,34 @@ class LearnedPositionalEmbedding(nn.Module):
         d_model: width of the embeddings.
         max_len: the number of learned positions.
         dropout: dropout probability applied to the sum.
+        init_std: standard deviation of the initial rows (normal, mean 0).
+            The default 1.0 matches the token embeddings of this course,
+            which are initialised with std ``d_model ** -0.5`` and multiplied
+            by ``sqrt(d_model)`` (chapter 2), so both signals start at the
+            same scale. BERT and GPT use 0.02 for both tables because they do
+            not scale their token embeddings; 0.02 here would start the
+            positions about 50 times weaker than the words.
 
     Shapes:
         ``x``: ``(batch, seq_len, d_model)`` float -> same shape and dtype.
 
     Raises:
-        ValueError: wrong shape of ``x``, or ``offset + seq_len > max_len``.
+        ValueError: wrong shape of ``x``, ``offset + seq_len > max_len``, or
+            ``init_std <= 0``.
 
     Source: Vaswani et al. (2017), section 3.5 ("We also experimented with
     using learned positional embeddings ... nearly identical results", table 3 row E).
     """
 
-    def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.1) -> None:
+    def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.1, init_std: float = 1.0) -> None:
         super().__init__()
         _check_sizes(max_len, d_model)
+        if not init_std > 0:
+            raise ValueError(f"init_std must be > 0; got {init_std}")
         self.d_model = d_model
         self.max_len = max_len
         self.embedding = nn.Embedding(max_len, d_model)
-        nn.init.normal_(self.embedding.weight, std=0.02)
+        nn.init.normal_(self.embedding.weight, std=init_std)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:

@@ -63,12 +63,14 @@ __all__ = [
     "export_for_inference",
     "init_distributed",
     "cpu_supports_bf16",
+    "mixed_precision",
 ]
 
 _CONVENTIONS = ("pytorch", "annotated")
 _SCHEDULES = ("noam", "warmup_cosine", "warmup_constant")
 _OPTIMIZERS = ("adam", "adamw")
 _AMP = ("auto", "off", "fp16", "bf16")
+_NORMALIZATIONS = ("batches", "tokens")
 CHECKPOINT_FORMAT = "course_lib.training.checkpoint/1"
 
 
@@ -328,8 +330,18 @@ class TrainConfig:
             ``"pytorch"`` or ``"annotated"`` (see :func:`label_smoothed_cross_entropy`).
         pad_id: the padding id of the targets (ignored by the loss).
         clip_grad_norm: clip the global gradient norm to this (``None`` = off).
-        accumulation_steps: micro-batches per optimizer step; each micro-batch
-            loss is divided by this number.
+        accumulation_steps: micro-batches per optimizer step (per process
+            under DDP); the scheduler steps once per optimizer step.
+        loss_normalization: how the micro-batch losses of one optimizer step
+            (``accumulation_steps`` micro-batches times the number of
+            processes) are combined. ``"batches"``: each micro-batch's mean
+            loss divided by the number of micro-batches - the mean of the
+            means, equal to the loss of the combined batch only when every
+            micro-batch has the same number of target tokens. ``"tokens"``:
+            the summed token losses divided by the group's total number of
+            target tokens - exactly the loss (and gradient) of the combined
+            batch, whatever the lengths (chapter 11). With one micro-batch
+            and one process the two are the same.
         amp: ``"auto"`` (float16 autocast + GradScaler on CUDA, off on CPU),
             ``"off"``, ``"fp16"`` (CUDA only) or ``"bf16"`` (bfloat16 autocast,
             CPU or CUDA, no scaler).
@@ -370,6 +382,7 @@ class TrainConfig:
     pad_id: int | None = 0
     clip_grad_norm: float | None = 1.0
     accumulation_steps: int = 1
+    loss_normalization: str = "batches"
     amp: str = "auto"
     log_every: int = 1
     entropy_every: int | None = 10
@@ -392,6 +405,8 @@ class TrainConfig:
             raise ValueError(f"smoothing_convention must be one of {_CONVENTIONS}; got {self.smoothing_convention!r}")
         if self.amp not in _AMP:
             raise ValueError(f"amp must be one of {_AMP}; got {self.amp!r}")
+        if self.loss_normalization not in _NORMALIZATIONS:
+            raise ValueError(f"loss_normalization must be one of {_NORMALIZATIONS}; got {self.loss_normalization!r}")
         if self.accumulation_steps < 1:
             raise ValueError(f"accumulation_steps must be >= 1; got {self.accumulation_steps}")
         if self.warmup_steps < 0 or (self.schedule == "noam" and self.warmup_steps < 1):
@@ -509,6 +524,11 @@ def build_scheduler(
 # --------------------------------------------------------------------------
 # Batches, devices, distributed
 # --------------------------------------------------------------------------
+def _count_tokens(tgt_out: Tensor, pad_id: int | None) -> int:
+    """Target tokens that count in the loss (all of them when ``pad_id`` is ``None``)."""
+    return int((tgt_out != pad_id).sum()) if pad_id is not None else tgt_out.numel()
+
+
 def _unpack(batch: Any) -> tuple[Tensor, Tensor, Tensor, Tensor | None, Tensor | None]:
     if isinstance(batch, (tuple, list)):
         if len(batch) != 3:
@@ -588,8 +608,37 @@ def _epoch_stream(train_data: Any, epoch: int) -> Iterable[Any]:
     return train_data(epoch) if callable(train_data) else train_data
 
 
-def _amp_setup(amp: str, device: torch.device) -> tuple[Callable[[], Any], Any]:
-    """Return (autocast context factory, GradScaler or None)."""
+def mixed_precision(amp: str, device: str | torch.device) -> tuple[Callable[[], Any], Any]:
+    """The autocast context factory and gradient scaler for a mixed-precision setting.
+
+    Used by :func:`train` around every forward pass (the loss and the
+    backward pass run outside autocast; autocast already produced float32
+    where it matters, e.g. the softmax and the loss inputs).
+
+    Args:
+        amp: ``"off"`` (float32), ``"bf16"`` (bfloat16 autocast on the
+            device's type - CPU or CUDA; no scaler: bfloat16 has float32's
+            exponent range, so gradients do not underflow), ``"fp16"``
+            (float16 autocast with a :class:`torch.amp.GradScaler`, CUDA only:
+            float16 gradients below ~6e-8 flush to zero unless the loss is
+            scaled up first), or ``"auto"`` (``"fp16"`` on CUDA, ``"off"``
+            elsewhere).
+        device: where the model runs (``torch.device`` or a string like ``"cpu"``).
+
+    Returns:
+        ``(autocast, scaler)``: ``autocast()`` makes a fresh context manager
+        (``contextlib.nullcontext`` when off); ``scaler`` is a
+        ``GradScaler`` for ``"fp16"``, else ``None``.
+
+    Raises:
+        ValueError: an unknown ``amp``, or ``amp="fp16"`` on a non-CUDA device.
+
+    Source: chapter 9 (mixed precision); Micikevicius et al. (2018), "Mixed
+    Precision Training" (loss scaling).
+    """
+    device = torch.device(device)
+    if amp not in _AMP:
+        raise ValueError(f"amp must be one of {_AMP}; got {amp!r}")
     if amp == "auto":
         amp = "fp16" if device.type == "cuda" else "off"
     if amp == "off":
@@ -897,7 +946,9 @@ def train(
     One optimizer step: for each of ``accumulation_steps`` micro-batches,
     ``logits = model(src, tgt_in, src_mask, tgt_mask)``, the label-smoothed
     loss against ``tgt_out`` (mean over its non-padding tokens) divided by
-    ``accumulation_steps``, ``backward()``; then unscale (fp16), clip the
+    ``accumulation_steps`` (or, with ``loss_normalization="tokens"``, the sum
+    over its tokens divided by the tokens of the whole step),
+    ``backward()``; then unscale (fp16), clip the
     global gradient norm, ``optimizer.step()``, ``scheduler.step()`` (once per
     optimizer step, not per micro-batch).
 
@@ -914,9 +965,10 @@ def train(
     batches, process ``r`` takes batches ``r * accumulation_steps`` to
     ``(r + 1) * accumulation_steps - 1``. DDP averages the gradients, so two
     processes with one batch each take the same step as one process with
-    ``accumulation_steps=2`` over both batches (and, when the two batches have
-    the same number of target tokens, as one process on the concatenated
-    batch). Logged losses are averaged over processes; only rank 0 shows the
+    ``accumulation_steps=2`` over both batches (and as one process on the
+    concatenated batch when the two batches have the same number of target
+    tokens, or always with ``loss_normalization="tokens"``). Logged losses
+    are those of the whole step (all processes); only rank 0 shows the
     progress bar, writes logs and checkpoints.
 
     Watch (logged per step): the loss, the learning rate, the gradient norm
@@ -987,7 +1039,7 @@ def train(
         ddp_model = model if isinstance(model, nn.parallel.DistributedDataParallel) else module
     optimizer = build_optimizer(module, config)
     scheduler = build_scheduler(optimizer, config, d_model, time_progress)
-    autocast, scaler = _amp_setup(config.amp, device)
+    autocast, scaler = mixed_precision(config.amp, device)
 
     step, epoch, skip = 0, 0, 0
     if ckpt is not None:
@@ -1055,6 +1107,9 @@ def train(
                 want_entropy = bool(has_recorder and config.entropy_every and step % config.entropy_every == 0)
                 loss_sum = torch.zeros((), device=device)
                 n_tokens = 0
+                by_tokens = config.loss_normalization == "tokens"
+                if by_tokens:  # every process sees the whole group, so each knows the total
+                    group_tokens = max(1, sum(_count_tokens(_unpack(b)[2], config.pad_id) for b in group))
                 optimizer.zero_grad(set_to_none=True)
                 for i, batch in enumerate(mine):
                     src, tgt_in, tgt_out, src_mask, tgt_mask = _unpack(batch)
@@ -1067,12 +1122,14 @@ def train(
                         with autocast():
                             logits = ddp_model(src, tgt_in, _to(src_mask, device), _to(tgt_mask, device))
                         loss = label_smoothed_cross_entropy(
-                            logits, tgt_out, config.label_smoothing, config.pad_id, convention=config.smoothing_convention
+                            logits, tgt_out, config.label_smoothing, config.pad_id,
+                            convention=config.smoothing_convention, reduction="sum" if by_tokens else "mean",
                         )
-                        scaled = loss / config.accumulation_steps
+                        # DDP averages gradients over processes: "tokens" multiplies by world to undo it
+                        scaled = loss * (world / group_tokens) if by_tokens else loss / config.accumulation_steps
                         (scaler.scale(scaled) if scaler is not None else scaled).backward()
                     loss_sum += loss.detach()
-                    n_tokens += int((tgt_out != config.pad_id).sum()) if config.pad_id is not None else tgt_out.numel()
+                    n_tokens += _count_tokens(tgt_out, config.pad_id)
                 entropy = None
                 if want_entropy:
                     from .metrics import model_attention_entropy
@@ -1081,7 +1138,8 @@ def train(
                     entropy = sum(values) / len(values) if values else None
                     module.record_attention(False)
 
-                stats = torch.stack([loss_sum / len(mine), torch.tensor(float(n_tokens), device=device)])
+                share = loss_sum * (world / group_tokens) if by_tokens else loss_sum / len(mine)
+                stats = torch.stack([share, torch.tensor(float(n_tokens), device=device)])
                 if world > 1:
                     import torch.distributed as dist
 

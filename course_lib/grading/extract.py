@@ -38,7 +38,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Iterable
 
-__all__ = ["SubmissionError", "extract_source", "load_namespace"]
+__all__ = ["SubmissionError", "extract_source", "load_namespace", "code_cell_numbers", "rename_cells"]
 
 
 class SubmissionError(ValueError):
@@ -54,6 +54,49 @@ class SubmissionError(ValueError):
 # ---------------------------------------------------------------------------
 # Reading the notebook
 # ---------------------------------------------------------------------------
+def code_cell_numbers(notebook: str | PathLike[str]) -> dict[int, int]:
+    """Map this module's cell numbers (all cells, from 1) to code-cell numbers (code cells only, from 1).
+
+    Jupyter shows no cell numbers, and a student counting "cell 4" rarely
+    counts the markdown cells: messages to students (the check command's and
+    the grader's feedback) say "code cell N" instead. Returns ``{}`` when the
+    file cannot be read as a notebook (never raises).
+
+    Args:
+        notebook: path of an ``.ipynb`` file.
+    """
+    try:
+        nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
+        cells = nb["cells"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    out: dict[int, int] = {}
+    code = 0
+    for number, cell in enumerate(cells if isinstance(cells, list) else [], start=1):
+        if isinstance(cell, dict) and cell.get("cell_type") == "code":
+            code += 1
+            out[number] = code
+    return out
+
+
+def rename_cells(text: str, notebook: str | PathLike[str]) -> str:
+    """Rewrite every ``cell N`` (this module's numbering) in ``text`` as ``code cell M`` of ``notebook``.
+
+    Numbers that are not code cells of ``notebook``, and text already saying
+    ``code cell``, are left unchanged; an unreadable notebook leaves ``text``
+    unchanged.
+    """
+    numbers = code_cell_numbers(notebook)
+    if not numbers:
+        return text
+
+    def sub(m: re.Match) -> str:
+        number = int(m.group(2))
+        return f"{m.group(1)}code cell {numbers[number]}" if number in numbers else m.group(0)
+
+    return re.sub(r"(^|[^\w ]|(?<!code) )cell (\d+)\b", sub, text)
+
+
 def _read_code_cells(notebook_path: str | PathLike[str]) -> tuple[Path, list[tuple[int, str]]]:
     """Return the path and ``[(cell_number, source), ...]`` of the code cells.
 

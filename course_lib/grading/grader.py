@@ -42,6 +42,7 @@ from .intake import IntakeLimits, Submission, collect_notebooks
 from .report import StudentResult
 from .sandbox import (ChildRun, Limits, SandboxInfo, Supervisor, child_sys_path, make_workdir, remove_tree,
                       run_chapters)
+from .extract import rename_cells
 from .static_checks import check_source
 
 __all__ = ["GradingConfig", "Reference", "ReferenceError", "build_reference", "grade_submission", "cases_notebooks"]
@@ -474,7 +475,8 @@ def _static_flags(work: Path, ref: Reference, chapters: list[str]) -> list[str]:
         except Exception as exc:  # noqa: BLE001 - parsing odd input must not stop the grading
             out.append(f"unparsed ch{ch}: {type(exc).__name__}")
             continue
-        out.extend(str(f) for f in check_source(source, ch, exercises))
+        notebook = work / "submission" / ref.notebooks[ch]
+        out.extend(rename_cells(str(f), notebook) for f in check_source(source, ch, exercises))
     return out
 
 
@@ -494,6 +496,11 @@ def _judge(sub: Submission, ref: Reference, work: Path, run: ChildRun, flags: li
                              f"the notebook {ref.notebooks[c['chapter']]} is not in the submission.")
             else:
                 v = judge_case(c, results_fd, ref.arrays[c["id"]], status)
+                # the same "code cell N" numbering as the student's check command
+                notebook = work / "submission" / ref.notebooks[c["chapter"]]
+                v.message = rename_cells(v.message, notebook)
+                if v.child_error:
+                    v.child_error = rename_cells(v.child_error, notebook)
             verdicts.append(v)
     finally:
         if results_fd is not None:

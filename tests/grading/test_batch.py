@@ -171,3 +171,30 @@ def test_child_errors_are_only_feedback(batch):
     forged = [c for c in g["cases"] if c["exercise"] == "4.1"]
     assert forged and all(not c["passed"] for c in forged)
     json.dumps(g)  # the record stays plain JSON
+
+
+def _code_cells(notebook: Path) -> int:
+    return sum(c["cell_type"] == "code" for c in json.loads(notebook.read_text(encoding="utf-8"))["cells"])
+
+
+def test_feedback_numbers_code_cells_like_the_check_command(batch):
+    """Cell numbers in flags and messages count code cells only, as ``course_lib.check`` does.
+
+    The adversarial cell is the last cell of chapter 06; counting markdown
+    cells too would give a larger number that a student cannot find.
+    """
+    from adversaries import NB
+
+    notebook = batch.subs / "delegates_builtin" / NB["06"]
+    n_code = _code_cells(notebook)
+    n_all = len(json.loads(notebook.read_text(encoding="utf-8"))["cells"])
+    assert n_all > n_code  # the chapter has markdown cells, so the two numberings differ
+    flags = batch.rows["delegates_builtin"]["flags"]
+    assert f"code cell {n_code}" in flags, flags
+    assert f"(cell {n_all})" not in flags, flags
+
+    notebook = batch.subs / "syntax_error" / NB["06"]
+    errors = " ".join(c.get("child_error") or "" for c in batch.grade("syntax_error")["cases"]) + " ".join(
+        c["message"] for c in batch.grade("syntax_error")["cases"])
+    n_code = _code_cells(notebook)
+    assert f"code cell {n_code}" in errors, errors[:2000]

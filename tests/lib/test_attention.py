@@ -367,3 +367,20 @@ def test_mha_bad_inputs():
         mha(x, mask=torch.ones(2, 1, 1, 4, dtype=torch.bool))
     with pytest.raises(TypeError, match="torch.bool"):
         mha(x, mask=torch.ones(2, 1, 1, 3))
+
+
+@pytest.mark.parametrize("fused_qkv", [True, False])
+def test_mha_input_dtype_must_match_the_weights(fused_qkv):
+    mha = MultiHeadAttention(8, 2, fused_qkv=fused_qkv)
+    x = torch.randn(2, 3, 8)
+    with pytest.raises(TypeError, match=r"query has dtype torch.float16 but the weights of MultiHeadAttention are torch.float32"):
+        mha(x.half())
+    with pytest.raises(TypeError, match=r"key has dtype torch.float64"):
+        mha(x, x.double())
+    with pytest.raises(TypeError, match=r"query must be a floating-point tensor; got dtype torch.int64"):
+        mha(torch.ones(2, 3, 8, dtype=torch.long))
+    # matching dtypes work, and so do mixed dtypes under autocast (autocast casts them)
+    assert mha.double()(x.double())[0].dtype == torch.float64
+    mha.float()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert mha(x.bfloat16())[0].shape == (2, 3, 8)

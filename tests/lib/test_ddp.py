@@ -27,6 +27,16 @@ gloo = pytest.mark.skipif(
 )
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """These models are tiny: one intra-op thread is faster than several, and
+    far faster on a CPU shared with other jobs (threads waiting for each other)."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
 def _model() -> Transformer:
     torch.manual_seed(0)
     cfg = TransformerConfig(
@@ -48,6 +58,16 @@ def _batches() -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     return out
 
 
+def _unequal_batches() -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """Four batches like :func:`_batches` but with 1, 0, 3 and 2 padded target positions."""
+    out = []
+    for i, (src, tgt_in, tgt) in enumerate(_batches()):
+        tgt = tgt.clone()
+        tgt[: [1, 0, 3, 2][i], -1] = PAD  # the last target of the first rows is padding (ignored by the loss)
+        out.append((src, tgt_in, tgt))
+    return out
+
+
 def _config() -> TrainConfig:
     return TrainConfig(max_steps=2, lr=1e-2, schedule="warmup_constant", warmup_steps=0, progress=False, entropy_every=None)
 
@@ -59,7 +79,12 @@ def _worker(rank: int, init_file: str, out_dir: str) -> None:
         model = _model()
         result = train(model, _batches(), _config(), device="cpu")
         grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-        torch.save({"losses": result.losses, "tokens": [h["tokens"] for h in result.history], "grads": grads},
+        model_tok = _model()
+        tok_config = TrainConfig(**{**_config().to_dict(), "loss_normalization": "tokens"})
+        result_tok = train(model_tok, _unequal_batches(), tok_config, device="cpu")
+        grads_tok = {n: p.grad.clone() for n, p in model_tok.named_parameters() if p.grad is not None}
+        torch.save({"losses": result.losses, "tokens": [h["tokens"] for h in result.history], "grads": grads,
+                    "losses_tok": result_tok.losses, "grads_tok": grads_tok},
                    Path(out_dir) / f"rank{rank}.pt")
     finally:
         torch.distributed.destroy_process_group()
@@ -104,6 +129,17 @@ def test_two_processes_equal_one_process_on_the_combined_batch(tmp_path):
     # Both ranks hold the same (all-reduced) gradients.
     for name in ranks[0]["grads"]:
         assert torch.equal(ranks[0]["grads"][name], ranks[1]["grads"][name])
+
+    # With unequal numbers of target tokens, loss_normalization="tokens" still
+    # gives exactly the combined batch's loss and gradients.
+    u = _unequal_batches()
+    combined_u = [tuple(torch.cat([x, y]) for x, y in zip(u[0], u[1])), tuple(torch.cat([x, y]) for x, y in zip(u[2], u[3]))]
+    model_u = _model()
+    ref_u = train(model_u, combined_u, _config(), device="cpu")
+    for r in ranks:
+        assert r["losses_tok"] == pytest.approx(ref_u.losses, rel=1e-5)
+        for name, p in model_u.named_parameters():
+            torch.testing.assert_close(r["grads_tok"][name], p.grad, rtol=1e-4, atol=1e-6, msg=name)
 
     # ... and the same as one process accumulating the two batches.
     acc = train(_model(), b, TrainConfig(**{**_config().to_dict(), "accumulation_steps": 2}), device="cpu")

@@ -17,6 +17,7 @@ from torch import nn
 from course_lib.decoding import (
     apply_repetition_penalty,
     beam_search,
+    block_repeated_ngrams,
     choose_next_token,
     greedy_decode,
     length_penalty,
@@ -28,6 +29,16 @@ from course_lib.model import Transformer, TransformerConfig
 
 PAD, BOS, EOS = 0, 1, 2
 V = 19
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """These models are tiny: one intra-op thread is faster than several, and
+    far faster on a CPU shared with other jobs (threads waiting for each other)."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
 
 
 def random_model(seed: int = 0, eos_bias: float = 0.0) -> Transformer:
@@ -274,6 +285,65 @@ def test_repetition_penalty_in_decoding_avoids_repeats():
     assert greedy_decode(model, src, 5, repetition_penalty=2.0).tolist() == [[A, B, EOS]]
 
 
+def test_block_repeated_ngrams_hand_worked():
+    logits = torch.zeros(2, 6)
+    # row 0: "3 4 5 3" - the last token 3 was followed by 4 before: with n=2 only 4 is banned
+    # row 1: "3 4 3 5 3" - 3 was followed by 4 and by 5: both banned
+    generated = torch.tensor([[0, 3, 4, 5, 3], [3, 4, 3, 5, 3]])
+    inf = float("-inf")
+    out = block_repeated_ngrams(logits, generated, 2)
+    assert out.tolist() == [[0, 0, 0, 0, inf, 0], [0, 0, 0, 0, inf, inf]]
+    # n=3: the last two tokens "5 3" (row 0) never occurred before; "5 3" (row 1) neither
+    assert torch.equal(block_repeated_ngrams(logits, generated, 3), logits)
+    # n=1: every token generated so far is banned
+    assert block_repeated_ngrams(logits[:1], generated[:1], 1).tolist() == [[inf, 0, 0, inf, inf, inf]]
+    # off, or too few tokens for one n-gram: unchanged copies
+    assert torch.equal(block_repeated_ngrams(logits, generated, 0), logits)
+    assert torch.equal(block_repeated_ngrams(logits, generated[:, :2], 3), logits)
+    # a row where everything would be banned is left alone
+    assert torch.equal(block_repeated_ngrams(torch.zeros(1, 2), torch.tensor([[0, 1, 0, 1]]), 1), torch.zeros(1, 2))
+    with pytest.raises(ValueError, match="ngram_size must be an int >= 0"):
+        block_repeated_ngrams(logits, generated, -1)
+
+
+def _ngrams(row: list[int], n: int) -> list[tuple[int, ...]]:
+    return [tuple(row[i : i + n]) for i in range(len(row) - n + 1)]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_no_output_repeats_an_ngram(n):
+    model = random_model(eos_bias=-50.0)  # never stops: long outputs that would loop
+    src = sources()
+    plain = greedy_decode(model, src, 30).tolist()
+    assert any(len(set(_ngrams(r, n))) < len(_ngrams(r, n)) for r in plain)  # the test has something to block
+    g = torch.Generator().manual_seed(0)
+    for out in (greedy_decode(model, src, 30 if n > 1 else 15, no_repeat_ngram_size=n),
+                beam_search(model, src, beam_size=3, max_len=30 if n > 1 else 15, no_repeat_ngram_size=n),
+                sample(model, src, 30 if n > 1 else 15, no_repeat_ngram_size=n, generator=g)):
+        for row in out.tolist():
+            grams = _ngrams(row, n)
+            assert len(set(grams)) == len(grams), row
+
+
+def test_ngram_blocking_larger_than_the_output_changes_nothing():
+    model = random_model(eos_bias=2.0)
+    src = sources()
+    assert torch.equal(greedy_decode(model, src, 10, no_repeat_ngram_size=11), greedy_decode(model, src, 10))
+    assert torch.equal(beam_search(model, src, 3, 10, no_repeat_ngram_size=11), beam_search(model, src, 3, 10))
+    # cache and recomputation agree with blocking on
+    assert torch.equal(greedy_decode(model, src, 20, no_repeat_ngram_size=2, use_cache=True),
+                       greedy_decode(model, src, 20, no_repeat_ngram_size=2, use_cache=False))
+
+
+def test_ngram_blocking_in_a_table_model():
+    # A A A ... is the greedy path; with bigram blocking "A A" may occur once, so the third token must differ
+    model = TableModel([{(): {A: 0.6, B: 0.4}, (A,): {A: 0.6, B: 0.4}, (A, A): {A: 0.7, EOS: 0.3},
+                         (A, A, B): {EOS: 1.0}, (A, A, A): {EOS: 1.0}}])
+    src = torch.zeros(1, 2, dtype=torch.long)
+    assert greedy_decode(model, src, 5).tolist() == [[A, A, A, EOS]]
+    assert greedy_decode(model, src, 5, no_repeat_ngram_size=2).tolist() == [[A, A, EOS]]
+
+
 def test_decoding_errors_name_the_argument():
     model = random_model()
     with pytest.raises(ValueError, match="temperature"):
@@ -284,6 +354,10 @@ def test_decoding_errors_name_the_argument():
         top_k_filter(torch.randn(2, 3), -1)
     with pytest.raises(ValueError, match="beam_size"):
         beam_search(model, sources(), beam_size=0)
+    with pytest.raises(ValueError, match="no_repeat_ngram_size must be an int >= 0"):
+        beam_search(model, sources(), no_repeat_ngram_size=-2)
+    with pytest.raises(ValueError, match="no_repeat_ngram_size must be an int >= 0"):
+        greedy_decode(model, sources(), no_repeat_ngram_size=1.5)
     with pytest.raises(ValueError, match="src"):
         greedy_decode(model, torch.tensor([3, 4, 5]))
     with pytest.raises(ValueError, match="max_len"):

@@ -97,6 +97,19 @@ def test_feed_forward_bad_activation():
         PositionwiseFeedForward(4, 8, activation="tanh")
 
 
+def test_feed_forward_bad_inputs_name_the_expected_shape_and_dtype():
+    ffn = PositionwiseFeedForward(4, 8)
+    with pytest.raises(ValueError, match=r"x must have shape \(batch, seq_len, 4\); got \(2, 3, 5\)"):
+        ffn(torch.randn(2, 3, 5))
+    with pytest.raises(TypeError, match=r"x has dtype torch.float16 but the weights of PositionwiseFeedForward are torch.float32"):
+        ffn(torch.randn(2, 3, 4).half())
+    with pytest.raises(TypeError, match=r"floating-point.*torch.int64"):
+        ffn(torch.ones(2, 3, 4, dtype=torch.long))
+    assert ffn(torch.randn(7, 4)).shape == (7, 4)  # any leading dimensions
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert ffn(torch.randn(2, 3, 4).bfloat16()).shape == (2, 3, 4)
+
+
 # ----------------------------------------------------- parity with PyTorch
 def _encoder_pair(parity, norm_first, activation, fused_qkv=False):
     ours = EncoderLayer(D_MODEL, N_HEADS, D_FF, 0.0, activation, norm_first, EPS, fused_qkv)

@@ -17,6 +17,7 @@ from torch import nn
 
 from course_lib.attention import MultiHeadAttention
 from course_lib.metrics import (
+    paired_bleu_test,
     attention_entropy,
     bleu,
     bleu_tokenizer_for,
@@ -131,3 +132,43 @@ def test_gradient_global_norm_matches_clip_grad_norm_and_hand_value():
     theirs = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1e9))
     assert ours == pytest.approx(theirs, rel=1e-6)
     assert gradient_global_norm([c]) == 0.0
+
+
+# ----------------------------------------------------------------------------- paired bootstrap
+_REFS = ["我喜欢猫。", "他是老师。", "今天很冷。", "我们走吧。", "这本书很好。", "汤姆在看书。"] * 20
+_WORSE = ["我喜欢狗。", "他是学生。", "今天很热。", "你们走吧。", "这本书不好。", "汤姆在写书。"] * 20
+
+
+def test_paired_bleu_test_scores_equal_corpus_bleu_and_finds_a_clear_win():
+    res = paired_bleu_test(_WORSE, _REFS, _REFS, "zh", n_samples=200)
+    assert res["bleu"] == pytest.approx(100.0)
+    assert res["bleu_baseline"] == pytest.approx(bleu(_WORSE, _REFS, "zh"))
+    assert res["difference"] == pytest.approx(res["bleu"] - res["bleu_baseline"])
+    assert res["p_value"] < 0.05
+    assert res["ci95_baseline"] > 0
+
+
+def test_paired_bleu_test_a_one_sentence_difference_is_not_significant():
+    system = list(_WORSE)
+    system[0] = _REFS[0]  # one sentence of 120 fixed
+    res = paired_bleu_test(_WORSE, system, _REFS, "zh", n_samples=300)
+    assert 0 < res["difference"] < 2
+    assert res["p_value"] > 0.05
+
+
+def test_paired_bleu_test_identical_outputs_and_bad_input():
+    res = paired_bleu_test(_WORSE, _WORSE, _REFS, "zh")
+    assert res["difference"] == 0.0 and res["p_value"] == 1.0
+    with pytest.raises(ValueError, match="same length; got 120, 119 and 120"):
+        paired_bleu_test(_WORSE, _WORSE[:-1], _REFS)
+    with pytest.raises(ValueError, match="n_samples must be >= 100; got 10"):
+        paired_bleu_test(_WORSE, _REFS, _REFS, n_samples=10)
+    with pytest.raises(ValueError, match="references is empty"):
+        paired_bleu_test([], [], [])
+
+
+def test_paired_bleu_test_takes_several_references_per_item():
+    refs = [[r, r + "了"] for r in _REFS]
+    res = paired_bleu_test(_WORSE, _REFS, refs, "zh", n_samples=200)
+    assert res["bleu"] == pytest.approx(bleu(_REFS, refs, "zh"))
+    assert res["bleu_baseline"] == pytest.approx(bleu(_WORSE, refs, "zh"))

@@ -144,6 +144,38 @@ def test_wrong_input_shape():
         mod(torch.zeros(3, 4))
 
 
+def test_learned_positions_start_at_the_scale_of_the_scaled_token_embeddings():
+    # token rows: std d_model**-0.5, times sqrt(d_model) -> norm about sqrt(d_model);
+    # learned position rows with init_std 1 -> norm about sqrt(d_model) too.
+    from course_lib.embedding import TokenEmbedding
+
+    torch.manual_seed(0)
+    d_model = 256
+    tok = TokenEmbedding(vocab_size=1000, d_model=d_model)
+    pos = LearnedPositionalEmbedding(d_model=d_model, max_len=512, dropout=0.0)
+    with torch.no_grad():
+        tok_norm = tok(torch.arange(1000)[None]).norm(dim=-1).mean()
+        pos_norm = pos.embedding.weight.norm(dim=-1).mean()
+    assert 0.8 < float(tok_norm / pos_norm) < 1.25
+    assert abs(float(pos.embedding.weight.detach().std()) - 1.0) < 0.02
+    small = LearnedPositionalEmbedding(d_model=d_model, max_len=512, init_std=0.02)
+    assert abs(float(small.embedding.weight.detach().std()) - 0.02) < 0.001
+    with pytest.raises(ValueError, match="init_std must be > 0; got 0"):
+        LearnedPositionalEmbedding(d_model=8, init_std=0)
+
+
+def test_learned_positions_pass_the_embedding_scale_check():
+    from course_lib.diagnostics import check_embedding_scale
+    from course_lib.model import Transformer, TransformerConfig
+
+    torch.manual_seed(0)
+    cfg = TransformerConfig(src_vocab_size=50, tgt_vocab_size=50, d_model=64, n_heads=4, n_encoder_layers=1,
+                            n_decoder_layers=1, d_ff=128, positional="learned")
+    src = torch.randint(4, 50, (4, 12))
+    finding = check_embedding_scale(Transformer(cfg), (src, src, src))
+    assert finding.ok, finding.detail
+
+
 def test_learned_positions_add_their_rows():
     mod = LearnedPositionalEmbedding(d_model=4, max_len=10, dropout=0.0)
     assert [n for n, _ in mod.named_parameters()] == ["embedding.weight"]

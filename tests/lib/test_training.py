@@ -41,6 +41,16 @@ from course_lib.training import (
 PAD = 0
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """These models are tiny: one intra-op thread is faster than several, and
+    far faster on a CPU shared with other jobs (threads waiting for each other)."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
 # ----------------------------------------------------------------------------- loss
 def test_pytorch_convention_equals_F_cross_entropy():
     logits = torch.randn(3, 5, 11)
@@ -293,6 +303,48 @@ def test_gradient_accumulation_equals_the_combined_batch():
     assert [h["lr"] for h in r_acc.history] == pytest.approx([1e-2 / 5, 2e-2 / 5])
 
 
+def _unequal_micro_batches():
+    """Two micro-batches of the same shape but different numbers of target tokens (14 vs 15)."""
+    b1 = make_batch(3, 5, 5, pad_tail=True, seed=1)   # one padded target position
+    b2 = make_batch(3, 5, 5, pad_tail=False, seed=2)
+    assert int((b1[2] != PAD).sum()) != int((b2[2] != PAD).sum())
+    return b1, b2, tuple(torch.cat([x, y]) for x, y in zip(b1, b2))
+
+
+def test_token_normalised_accumulation_equals_the_combined_batch_for_unequal_lengths():
+    b1, b2, combined = _unequal_micro_batches()
+    m_tok, m_big, m_mean = tiny_model(), tiny_model(), tiny_model()
+    m_big.load_state_dict(m_tok.state_dict())
+    m_mean.load_state_dict(m_tok.state_dict())
+    initial = copy.deepcopy(m_tok)
+    cfg = dict(max_steps=2, warmup_steps=5, clip_grad_norm=None)
+    r_tok = train(m_tok, [b1, b2] * 2, base_config(accumulation_steps=2, loss_normalization="tokens", **cfg), device="cpu")
+    r_big = train(m_big, [combined] * 2, base_config(**cfg), device="cpu")
+    r_mean = train(m_mean, [b1, b2] * 2, base_config(accumulation_steps=2, **cfg), device="cpu")
+    assert r_tok.losses == pytest.approx(r_big.losses, rel=1e-5)
+    for (name, a), b in zip(m_tok.named_parameters(), m_big.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-6, msg=name)
+    # the mean of the two means weights the 14 tokens of b1 more than the 15 of b2: not the same loss
+    assert r_mean.losses[0] != pytest.approx(r_big.losses[0], rel=1e-5)
+    # hand check of the first logged loss: summed token losses over all 29 tokens
+    with torch.no_grad():
+        total = sum(label_smoothed_cross_entropy(initial(s, i), o, 0.1, PAD, reduction="sum") for s, i, o in (b1, b2))
+    assert r_tok.losses[0] == pytest.approx(float(total) / 29, rel=1e-5)
+
+
+def test_loss_normalization_is_validated_and_one_micro_batch_is_the_same_either_way():
+    with pytest.raises(ValueError, match=r"loss_normalization must be one of \('batches', 'tokens'\); got 'sequences'"):
+        TrainConfig(loss_normalization="sequences")
+    batch = make_batch(4, 6, 5)
+    a, b = tiny_model(), tiny_model()
+    b.load_state_dict(a.state_dict())
+    ra = train(a, [batch], base_config(), device="cpu")
+    rb = train(b, [batch], base_config(loss_normalization="tokens"), device="cpu")
+    assert ra.losses == pytest.approx(rb.losses, rel=1e-6)
+    for p, q in zip(a.parameters(), b.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+
+
 def test_nan_loss_stops_with_a_clear_message():
     model = tiny_model()
     with torch.no_grad():
@@ -449,3 +501,23 @@ def test_copy_task_reaches_100_percent():
     # is measured by benchmarks/bench_copy_task.py, never in a timed test.
     result = bench.run_copy_task(settings, limit_s=900.0, log=lambda *a: None)
     assert result["accuracy"] == 1.0, result
+
+
+def test_mixed_precision_modes_on_the_cpu():
+    from course_lib.training import mixed_precision
+
+    autocast, scaler = mixed_precision("off", "cpu")
+    assert scaler is None
+    with autocast():
+        assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.float32
+    autocast, scaler = mixed_precision("bf16", torch.device("cpu"))
+    assert scaler is None
+    with autocast():
+        assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.bfloat16
+    autocast, scaler = mixed_precision("auto", "cpu")  # auto = off on the CPU
+    with autocast():
+        assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.float32
+    with pytest.raises(ValueError, match="amp='fp16' needs a CUDA device"):
+        mixed_precision("fp16", "cpu")
+    with pytest.raises(ValueError, match=r"amp must be one of \('auto', 'off', 'fp16', 'bf16'\); got 'fp8'"):
+        mixed_precision("fp8", "cpu")

@@ -23,6 +23,16 @@ HAVE_DATA = bool(DATA) and (Path(DATA) / "tatoeba-cmn-eng" / "cmn.txt").is_file(
 real_data = pytest.mark.skipif(not HAVE_DATA, reason="set COURSE_LIB_DATA to a folder with tatoeba-cmn-eng/cmn.txt")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """These models are tiny: one intra-op thread is faster than several, and
+    far faster on a CPU shared with other jobs (threads waiting for each other)."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
 def test_recipe_round_trip_and_model_config():
     r = Recipe()
     again = Recipe.from_dict(json.loads(json.dumps(r.to_dict())))
@@ -65,6 +75,16 @@ def test_cli_train_evaluate_translate(tmp_path, capsys):
     assert main(["translate", "--checkpoint", str(small), "--beam-size", "2", "Hello.", "I like cats."]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert [x.split("\t")[0] for x in lines] == ["Hello.", "I like cats."]
+    sampled = ["translate", "--checkpoint", str(small), "--sample", "--temperature", "0.8", "--top-k", "5",
+               "--top-p", "0.9", "--seed", "3", "Hello."]
+    assert main(sampled) == 0
+    first = capsys.readouterr().out
+    assert main(sampled) == 0
+    assert capsys.readouterr().out == first and first.startswith("Hello.\t")
+    with pytest.raises(SystemExit, match="--top-k only apply with --sample"):
+        main(["translate", "--checkpoint", str(small), "--top-k", "5", "Hello."])
+    with pytest.raises(SystemExit, match="not both"):
+        main(["translate", "--checkpoint", str(small), "--sample", "--beam-size", "2", "Hello."])
 
 
 def test_translator_keeps_the_input_order():
@@ -85,6 +105,74 @@ def test_translator_keeps_the_input_order():
         tr.translate("a b")
 
 
+def _tiny_translator(seed: int = 0) -> Translator:
+    from course_lib.data import train_bpe_tokenizer, train_char_tokenizer
+    from course_lib.model import Transformer
+
+    src_tok = train_bpe_tokenizer(["a b c d", "e f g"], vocab_size=30, min_frequency=1)
+    tgt_tok = train_char_tokenizer(["一二三", "四五"])
+    torch.manual_seed(seed)
+    model = Transformer(ModelSettings(d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=32,
+                                      max_len=40).transformer_config(src_tok.vocab_size, tgt_tok.vocab_size))
+    return Translator(model, src_tok, tgt_tok)
+
+
+def test_translate_strategies_match_the_decoding_functions():
+    from course_lib.decoding import beam_search, greedy_decode, sample
+
+    tr = _tiny_translator()
+    sentence = "a b c"
+    src = torch.tensor([tr.src_tokenizer.encode(sentence)])
+    n_new = 2 * src.size(1) + 10
+    dec = lambda ids: tr.tgt_tokenizer.decode_batch(ids.tolist())[0]  # noqa: E731
+
+    assert tr.translate([sentence]) == [dec(greedy_decode(tr.model, src, n_new))]
+    assert tr.translate([sentence], repetition_penalty=1.8) == [dec(greedy_decode(tr.model, src, n_new, repetition_penalty=1.8))]
+    assert tr.translate([sentence], no_repeat_ngram_size=2) == [dec(greedy_decode(tr.model, src, n_new, no_repeat_ngram_size=2))]
+    assert tr.translate([sentence], beam_size=2, no_repeat_ngram_size=1) == [
+        dec(beam_search(tr.model, src, 2, n_new, no_repeat_ngram_size=1))
+    ]
+    assert tr.translate([sentence], beam_size=3, length_penalty_alpha=1.0) == [
+        dec(beam_search(tr.model, src, 3, n_new, length_penalty_alpha=1.0))
+    ]
+    g = torch.Generator().manual_seed(7)
+    expected = dec(sample(tr.model, src, n_new, temperature=1.5, top_k=5, top_p=0.9, generator=g))
+    assert tr.translate([sentence], do_sample=True, temperature=1.5, top_k=5, top_p=0.9, seed=7) == [expected]
+    # temperature 0 is the argmax: sampling then equals greedy decoding
+    assert tr.translate([sentence], do_sample=True, temperature=0.0, seed=1) == tr.translate([sentence])
+
+
+def test_translate_sampling_is_reproducible_and_leaves_the_global_rng_alone():
+    tr = _tiny_translator()
+    sentences = ["a b c d", "e f", "g a"]
+    state = torch.get_rng_state()
+    first = tr.translate(sentences, do_sample=True, temperature=2.0, seed=3)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert tr.translate(sentences, do_sample=True, temperature=2.0, seed=3) == first
+    # different seeds give different draws somewhere (temperature 2 on a random model is close to uniform)
+    others = {tuple(tr.translate(sentences, do_sample=True, temperature=2.0, seed=s)) for s in range(4, 12)}
+    assert len(others | {tuple(first)}) > 1
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"beam_size": 0}, "beam_size must be >= 1"),
+        ({"batch_size": 0}, "batch_size must be >= 1"),
+        ({"beam_size": 2, "do_sample": True}, "not both"),
+        ({"beam_size": 2, "repetition_penalty": 1.3}, "repetition_penalty=1.3"),
+        ({"top_k": 5}, "top_k only apply when sampling"),
+        ({"temperature": 0.5}, "temperature only apply when sampling"),
+        ({"seed": 1}, "seed only apply when sampling"),
+        ({"do_sample": True, "temperature": -1.0}, "temperature must be >= 0"),
+        ({"do_sample": True, "top_p": 1.5}, r"top_p must be in \(0, 1\]"),
+    ],
+)
+def test_translate_rejects_bad_options(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        _tiny_translator().translate(["a b"], **kwargs)
+
+
 # ----------------------------------------------------------------------------- the committed checkpoint
 committed = pytest.mark.skipif(not CHECKPOINT.is_file(), reason=f"no committed checkpoint at {CHECKPOINT}")
 
@@ -102,11 +190,12 @@ def test_committed_checkpoint_is_small_and_documented():
 @committed
 @real_data
 def test_committed_checkpoint_translates():
-    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
     tr = Translator.from_checkpoint(CHECKPOINT)
     pairs = rebuild_test_pairs(tr.recipe.data, tr.src_tokenizer, tr.tgt_tokenizer)
     assert len(pairs) >= 1000
-    res = tr.evaluate(pairs[:300])
-    # The full test set scores higher (see checkpoints/README.md); this guards
-    # against a checkpoint or decoder that silently broke.
-    assert res["bleu"] >= 20.0, res
+    res = tr.evaluate(pairs[:300])  # greedy
+    # These first (shortest) 300 pairs scored 44.35 when the checkpoint was
+    # committed; the margin absorbs float differences between machines while
+    # still catching a checkpoint, tokenizer or decoder that silently broke.
+    assert res["bleu"] >= 35.0, res
+    assert tr.translate(["I like cats."]) == ["我喜欢猫。"]
