@@ -21,12 +21,16 @@ def check_input_dtype(x: Tensor, weight: Tensor, name: str, layer: str) -> None:
     Without this check a float16 input into float32 weights fails deep inside
     ``F.linear`` with "mat1 and mat2 must have the same dtype". Under
     ``torch.autocast`` mixed dtypes are expected (autocast casts them), so
-    nothing is checked there.
+    only a float64 input is rejected there (autocast leaves float64 alone).
     """
     if not torch.is_floating_point(x):
         raise TypeError(f"{name} must be a floating-point tensor; got dtype {x.dtype}")
-    if x.dtype != weight.dtype and not _autocast_on(x.device.type):
+    if x.dtype == weight.dtype:
+        return
+    # autocast casts float32/float16/bfloat16 inputs of matrix products, never float64
+    if x.dtype == torch.float64 or not _autocast_on(x.device.type):
+        hint = " (torch.autocast does not cast float64)" if x.dtype == torch.float64 else ", or run inside torch.autocast"
         raise TypeError(
             f"{name} has dtype {x.dtype} but the weights of {layer} are {weight.dtype}: convert one to the "
-            f"other (e.g. x.to({weight.dtype}) or module.to({x.dtype})), or run inside torch.autocast"
+            f"other (e.g. x.to({weight.dtype}) or module.to({x.dtype})){hint}"
         )

@@ -123,8 +123,7 @@ def block_repeated_ngrams(logits: Tensor, generated: Tensor, ngram_size: int) ->
     Source: Paulus et al. (2018), "A Deep Reinforced Model for Abstractive
     Summarization", section 2.5 (trigram blocking in beam search); chapter 10.
     """
-    if isinstance(ngram_size, bool) or not isinstance(ngram_size, int) or ngram_size < 0:
-        raise ValueError(f"ngram_size must be an int >= 0 (0 = off); got {ngram_size!r}")
+    ngram_size = _as_ngram_size(ngram_size, "ngram_size")
     if logits.dim() != 2 or generated.dim() != 2 or generated.size(0) != logits.size(0):
         raise ValueError(
             f"logits must be (batch, V) and generated (batch, t) with the same batch; got "
@@ -133,6 +132,11 @@ def block_repeated_ngrams(logits: Tensor, generated: Tensor, ngram_size: int) ->
     n = ngram_size
     if n == 0 or generated.size(1) < n:
         return logits.clone()
+    if generated.numel() and (int(generated.min()) < 0 or int(generated.max()) >= logits.size(1)):
+        raise ValueError(
+            f"generated must hold token ids in [0, {logits.size(1)}) (the logits' vocabulary); got ids from "
+            f"{int(generated.min())} to {int(generated.max())}"
+        )
     grams = generated.long().unfold(1, n, 1)  # (batch, t - n + 1, n): every n-gram so far
     if n == 1:
         match = torch.ones(grams.shape[:2], dtype=torch.bool, device=grams.device)
@@ -321,9 +325,21 @@ def _step_logits(model, ys: Tensor, memory: Tensor, src_mask: Tensor | None, cac
     return model.decode(ys, memory, src_mask)[:, -1]
 
 
-def _check_ngram_size(n: int) -> None:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"no_repeat_ngram_size must be an int >= 0 (0 = off); got {n!r}")
+def _as_ngram_size(n: int, name: str) -> int:
+    """``n`` as a Python int >= 0 (NumPy and torch integers accepted), else ``ValueError`` naming ``name``."""
+    import operator
+
+    try:
+        value = operator.index(n)
+    except TypeError:
+        value = None
+    if isinstance(n, bool) or value is None or value < 0:
+        raise ValueError(f"{name} must be an int >= 0 (0 = off); got {n!r}")
+    return value
+
+
+def _check_ngram_size(n: int) -> int:
+    return _as_ngram_size(n, "no_repeat_ngram_size")
 
 
 def _select_rows(mask: Tensor | None, rows: Tensor) -> Tensor | None:
@@ -347,7 +363,7 @@ def _generate(
     no_repeat_ngram_size: int = 0,
 ) -> Tensor | tuple[Tensor, Tensor]:
     _check_src(src)
-    _check_ngram_size(no_repeat_ngram_size)
+    no_repeat_ngram_size = _check_ngram_size(no_repeat_ngram_size)
     n_new = _default_max_len(model, src, max_len)
     batch = src.size(0)
     device = src.device
@@ -486,7 +502,7 @@ def sample(
 
     Source: chapter 10; Holtzman et al. (2020); Fan et al. (2018).
     """
-    if temperature < 0:
+    if not temperature >= 0:  # also rejects NaN
         raise ValueError(f"temperature must be >= 0 (0 = argmax); got {temperature}")
     if top_k is not None and top_k < 0:
         raise ValueError(f"top_k must be >= 0 (0 or None = off); got {top_k}")
@@ -557,7 +573,7 @@ def beam_search(
     _check_src(src)
     if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
         raise ValueError(f"beam_size must be an int >= 1; got {beam_size!r}")
-    _check_ngram_size(no_repeat_ngram_size)
+    no_repeat_ngram_size = _check_ngram_size(no_repeat_ngram_size)
     n_new = _default_max_len(model, src, max_len)
     batch, k = src.size(0), beam_size
     device = src.device

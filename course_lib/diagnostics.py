@@ -221,7 +221,7 @@ def check_causal_leak(model: nn.Module, batch: Any, config: DiagnosticsConfig | 
         ValueError: a malformed batch.
 
     Source: Vaswani et al. (2017), section 3.2.3 (masked decoder
-    self-attention); chapter 11, section 9.
+    self-attention); chapter 11, "The checklist".
     """
     config = config or DiagnosticsConfig()
     src, tgt_in, _ = _unpack(batch)
@@ -267,7 +267,8 @@ def check_padding_leak(model: nn.Module, batch: Any, config: DiagnosticsConfig |
     Raises:
         ValueError: a malformed batch.
 
-    Source: chapter 8 (padding masks) and chapter 11, section 3.
+    Source: chapter 8 (padding masks) and chapter 11, "A padding mask that is
+    missing or broadcast wrongly".
     """
     config = config or DiagnosticsConfig()
     src, tgt_in, _ = _unpack(batch)
@@ -317,7 +318,7 @@ def check_permutation_blindness(model: nn.Module, batch: Any, config: Diagnostic
 
     Source: Vaswani et al. (2017), section 3.5 ("since our model contains no
     recurrence and no convolution ... we must inject some information about the
-    ... position"); chapter 11, section 4.
+    ... position"); chapter 11, "A model blind to word order".
     """
     config = config or DiagnosticsConfig()
     src, _, _ = _unpack(batch)
@@ -372,7 +373,8 @@ def check_attention_finite(model: nn.Module, batch: Any, config: DiagnosticsConf
     Raises:
         ValueError: a malformed batch.
 
-    Source: chapter 8 (the fill value) and chapter 11, section 6.
+    Source: chapter 8 (the fill value) and chapter 11, "A mask fill of -1e9
+    overflows in float16".
     """
     config = config or DiagnosticsConfig()
     src, tgt_in, _ = _unpack(batch)
@@ -431,7 +433,7 @@ def check_initial_loss(model: nn.Module, batch: Any, config: DiagnosticsConfig |
     Raises:
         ValueError: a malformed batch.
 
-    Source: chapter 11, section 9 (where the ``s**2 / 2`` excess is derived
+    Source: chapter 11, "The checklist" (where the ``s**2 / 2`` excess is derived
     and measured).
     """
     config = config or DiagnosticsConfig()
@@ -476,7 +478,7 @@ def check_gradients_finite(model: nn.Module, batch: Any, config: DiagnosticsConf
     Raises:
         ValueError: a malformed batch.
 
-    Source: chapter 11, section 2 (NaN and gradient clipping).
+    Source: chapter 11, "NaN late in training" (NaN and gradient clipping).
     """
     config = config or DiagnosticsConfig()
     src, tgt_in, tgt_out = _unpack(batch)
@@ -537,7 +539,8 @@ def check_embedding_scale(model: nn.Module, batch: Any, config: DiagnosticsConfi
     Raises:
         ValueError: a malformed batch.
 
-    Source: Vaswani et al. (2017), sections 3.4 and 3.5; chapter 11, section 4.
+    Source: Vaswani et al. (2017), sections 3.4 and 3.5; chapter 11, "A model
+    blind to word order".
     """
     config = config or DiagnosticsConfig()
     src, _, _ = _unpack(batch)

@@ -56,7 +56,7 @@ class PositionwiseFeedForward(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         if x.dim() < 1 or x.size(-1) != self.d_model:
-            raise ValueError(f"x must have shape (batch, seq_len, {self.d_model}); got {tuple(x.shape)}")
+            raise ValueError(f"x must have shape (..., {self.d_model}), e.g. (batch, seq_len, {self.d_model}); got {tuple(x.shape)}")
         check_input_dtype(x, self.linear1.weight, "x", "PositionwiseFeedForward")
         return self.linear2(self.dropout(_ACTIVATIONS[self.activation](self.linear1(x))))
 

@@ -108,8 +108,10 @@ def paired_bleu_test(
     Both systems translated the same test sentences. The test set is
     resampled with replacement ``n_samples`` times (the same resample for
     both systems) and corpus BLEU recomputed each time; the p-value is the
-    share of resamples in which the difference is at least as far from zero
-    as chance alone would put it (sacrebleu's implementation, Koehn 2004).
+    share of resamples whose centred difference (the resampled difference
+    minus its mean over all resamples: what chance alone produces) is at
+    least as large as the observed one (sacrebleu's implementation, Koehn
+    2004).
     A difference with ``p_value >= 0.05`` is not significant: on a test set
     of about a thousand short sentences, BLEU moves by about a point between
     two trainings that differ only in their random seed.
@@ -128,7 +130,7 @@ def paired_bleu_test(
     Returns:
         ``{"bleu_baseline", "bleu", "difference", "p_value", "ci95_baseline",
         "ci95"}``: corpus BLEU of each (0-100), ``bleu - bleu_baseline``, the
-        p-value of the difference (1.0 when the two outputs are identical),
+        p-value of the difference (1.0 when the two BLEU scores are equal),
         and the half-width of each system's 95% bootstrap confidence interval
         (``nan`` for identical outputs: no resampling is done).
 
@@ -149,8 +151,8 @@ def paired_bleu_test(
             f"baseline, system and references must have the same length; got {len(baseline)}, {len(system)} "
             f"and {len(references)}"
         )
-    if n_samples < 100:
-        raise ValueError(f"n_samples must be >= 100; got {n_samples}")
+    if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 100:
+        raise ValueError(f"n_samples must be an int >= 100; got {n_samples!r}")
     tok = tokenize if tokenize is not None else bleu_tokenizer_for(target_lang)
     if baseline == system:
         # Nothing to test. (sacrebleu's own convention reports 1 / (n_samples + 1)
@@ -162,9 +164,13 @@ def paired_bleu_test(
                       references=_reference_streams(references), test_type="bs", n_samples=n_samples)
     _, scores = test()
     base, ours = scores["BLEU"]
+    difference = float(ours.score - base.score)
+    # sacrebleu counts resamples whose centred difference is *strictly* larger than
+    # the observed one, plus one: a difference of exactly 0 would get 1 / (n + 1).
+    p_value = 1.0 if difference == 0.0 else float(ours.p_value)
     return {
-        "bleu_baseline": float(base.score), "bleu": float(ours.score), "difference": float(ours.score - base.score),
-        "p_value": float(ours.p_value), "ci95_baseline": float(base.ci), "ci95": float(ours.ci),
+        "bleu_baseline": float(base.score), "bleu": float(ours.score), "difference": difference,
+        "p_value": p_value, "ci95_baseline": float(base.ci), "ci95": float(ours.ci),
     }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor, nn
 
@@ -122,7 +124,7 @@ class LearnedPositionalEmbedding(nn.Module):
 
     Raises:
         ValueError: wrong shape of ``x``, ``offset + seq_len > max_len``, or
-            ``init_std <= 0``.
+            ``init_std`` not finite and > 0.
 
     Source: Vaswani et al. (2017), section 3.5 ("We also experimented with
     using learned positional embeddings ... nearly identical results", table 3 row E).
@@ -131,8 +133,8 @@ class LearnedPositionalEmbedding(nn.Module):
     def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.1, init_std: float = 1.0) -> None:
         super().__init__()
         _check_sizes(max_len, d_model)
-        if not init_std > 0:
-            raise ValueError(f"init_std must be > 0; got {init_std}")
+        if not 0 < init_std < math.inf:
+            raise ValueError(f"init_std must be a finite number > 0; got {init_std}")
         self.d_model = d_model
         self.max_len = max_len
         self.embedding = nn.Embedding(max_len, d_model)

@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 __all__ = [

@@ -269,6 +269,11 @@ class Translator:
         return cls(model, TextTokenizer.from_json(toks["src"]), TextTokenizer.from_json(toks["tgt"]), ckpt)
 
     @property
+    def max_source_tokens(self) -> int:
+        """The longest source the model accepts, in tokens including ``<eos>`` (its ``config.max_len``)."""
+        return int(getattr(getattr(self.model, "config", None), "max_len", 10**9))
+
+    @property
     def recipe(self) -> Recipe | None:
         """The :class:`Recipe` stored in the checkpoint, if any."""
         d = ((self.checkpoint or {}).get("extra") or {}).get("recipe")
@@ -324,7 +329,8 @@ class Translator:
 
         Raises:
             TypeError: ``sentences`` is a single string.
-            ValueError: ``beam_size < 1`` or ``batch_size < 1``; beam search
+            ValueError: a sentence longer than :attr:`max_source_tokens`
+                (nothing is translated then); ``beam_size < 1`` or ``batch_size < 1``; beam search
                 combined with ``do_sample`` or with ``repetition_penalty != 1``
                 (this course's beam search has neither); sampling options
                 (``temperature``, ``top_k``, ``top_p``, ``seed``) given without
@@ -348,8 +354,16 @@ class Translator:
             given = {k: v for k, v in (("temperature", temperature if temperature != 1.0 else None),
                                        ("top_k", top_k), ("top_p", top_p), ("seed", seed)) if v is not None}
             if given:
-                raise ValueError(f"{', '.join(given)} only apply when sampling: pass do_sample=True")
+                verb = "applies" if len(given) == 1 else "apply"
+                raise ValueError(f"{', '.join(given)} only {verb} when sampling: pass do_sample=True")
         ids = [self.src_tokenizer.encode(s) for s in sentences]
+        too_long = [i for i, x in enumerate(ids) if len(x) > self.max_source_tokens]
+        if too_long:
+            i = too_long[0]
+            raise ValueError(
+                f"sentences[{i}] has {len(ids[i])} tokens (with <eos>), more than the model's "
+                f"{self.max_source_tokens} positions ({len(too_long)} sentence(s) too long); split it into shorter ones"
+            )
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         out: list[str] = [""] * len(ids)
         device = next(self.model.parameters()).device
@@ -538,23 +552,35 @@ def _cmd_translate(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     tr = Translator.from_checkpoint(args.checkpoint)
     sentences = args.sentences or [line.strip() for line in sys.stdin if line.strip()]
+    if not sentences:
+        print("error: no sentences given (pass them as arguments or one per line on standard input)", file=sys.stderr)
+        return 1
     options: dict[str, Any] = {"beam_size": args.beam_size, "length_penalty_alpha": args.length_penalty,
                                "repetition_penalty": args.repetition_penalty,
                                "no_repeat_ngram_size": args.no_repeat_ngram_size}
     if args.sample:
-        options.update(do_sample=True, temperature=1.0 if args.temperature is None else args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+        temperature = 1.0 if args.temperature is None else args.temperature
+        options.update(do_sample=True, temperature=temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
     else:
         extra = [f for f, v in (("--temperature", args.temperature), ("--top-k", args.top_k), ("--top-p", args.top_p),
                                 ("--seed", args.seed)) if v is not None]
         if extra:
-            raise SystemExit(f"{', '.join(extra)} only apply with --sample")
+            verb = "applies" if len(extra) == 1 else "apply"
+            raise SystemExit(f"error: {', '.join(extra)} only {verb} with --sample")
+    limit = tr.max_source_tokens
+    lengths = [len(tr.src_tokenizer.encode(s)) for s in sentences]
+    for n, (s, k) in enumerate(zip(sentences, lengths), start=1):
+        if k > limit:
+            print(f"error: sentence {n} has {k} tokens, more than the model's {limit} positions: skipped "
+                  f"(split it into shorter sentences): {s[:60]}{'...' if len(s) > 60 else ''}", file=sys.stderr)
+    kept = [s for s, k in zip(sentences, lengths) if k <= limit]
     try:
-        translations = tr.translate(sentences, **options)
+        translations = tr.translate(kept, **options) if kept else []
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
-    for s, t in zip(sentences, translations):
+    for s, t in zip(kept, translations):
         print(f"{s}\t{t}")
-    return 0
+    return 0 if len(kept) == len(sentences) else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -480,6 +480,13 @@ def _static_flags(work: Path, ref: Reference, chapters: list[str]) -> list[str]:
     return out
 
 
+def _strip_workdir(text: str, work: Path) -> str:
+    """Show ``06_feed_forward.ipynb`` instead of the sandbox's temporary path to it."""
+    for base in {str(work / "submission"), os.path.realpath(work / "submission")}:
+        text = text.replace(base + os.sep, "")
+    return text
+
+
 def _judge(sub: Submission, ref: Reference, work: Path, run: ChildRun, flags: list[str],
            notes: list[str], limits: Limits) -> StudentResult:
     try:
@@ -496,11 +503,11 @@ def _judge(sub: Submission, ref: Reference, work: Path, run: ChildRun, flags: li
                              f"the notebook {ref.notebooks[c['chapter']]} is not in the submission.")
             else:
                 v = judge_case(c, results_fd, ref.arrays[c["id"]], status)
-                # the same "code cell N" numbering as the student's check command
+                # the student's own file names and the "code cell N" numbering of the check command
                 notebook = work / "submission" / ref.notebooks[c["chapter"]]
-                v.message = rename_cells(v.message, notebook)
+                v.message = rename_cells(_strip_workdir(v.message, work), notebook)
                 if v.child_error:
-                    v.child_error = rename_cells(v.child_error, notebook)
+                    v.child_error = rename_cells(_strip_workdir(v.child_error, work), notebook)
             verdicts.append(v)
     finally:
         if results_fd is not None:

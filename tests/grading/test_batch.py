@@ -198,3 +198,6 @@ def test_feedback_numbers_code_cells_like_the_check_command(batch):
         c["message"] for c in batch.grade("syntax_error")["cases"])
     n_code = _code_cells(notebook)
     assert f"code cell {n_code}" in errors, errors[:2000]
+    # the student sees their own file name, not the sandbox's temporary folder
+    assert f"notebook '{NB['06']}'" in errors, errors[:2000]
+    assert "/submission/" not in errors and "course-grade" not in errors, errors[:2000]

@@ -384,3 +384,5 @@ def test_mha_input_dtype_must_match_the_weights(fused_qkv):
     mha.float()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert mha(x.bfloat16())[0].shape == (2, 3, 8)
+        with pytest.raises(TypeError, match="query has dtype torch.float64"):  # autocast does not cast float64
+            mha(x.double())

@@ -304,6 +304,12 @@ def test_block_repeated_ngrams_hand_worked():
     assert torch.equal(block_repeated_ngrams(torch.zeros(1, 2), torch.tensor([[0, 1, 0, 1]]), 1), torch.zeros(1, 2))
     with pytest.raises(ValueError, match="ngram_size must be an int >= 0"):
         block_repeated_ngrams(logits, generated, -1)
+    with pytest.raises(ValueError, match=r"token ids in \[0, 6\).*from 0 to 9"):
+        block_repeated_ngrams(logits, torch.tensor([[0, 9, 0, 9], [1, 2, 3, 4]]), 2)
+    # NumPy and torch integers are ints too
+    np = pytest.importorskip("numpy")
+    assert torch.equal(block_repeated_ngrams(logits, generated, np.int64(2)), out)
+    assert torch.equal(block_repeated_ngrams(logits, generated, torch.tensor(2)), out)
 
 
 def _ngrams(row: list[int], n: int) -> list[tuple[int, ...]]:
@@ -348,6 +354,8 @@ def test_decoding_errors_name_the_argument():
     model = random_model()
     with pytest.raises(ValueError, match="temperature"):
         sample(model, sources(), 3, temperature=-1.0)
+    with pytest.raises(ValueError, match="temperature must be >= 0"):
+        sample(model, sources(), 3, temperature=float("nan"))
     with pytest.raises(ValueError, match="top_p"):
         sample(model, sources(), 3, top_p=1.5)
     with pytest.raises(ValueError, match="top_k"):

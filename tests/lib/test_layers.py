@@ -99,7 +99,7 @@ def test_feed_forward_bad_activation():
 
 def test_feed_forward_bad_inputs_name_the_expected_shape_and_dtype():
     ffn = PositionwiseFeedForward(4, 8)
-    with pytest.raises(ValueError, match=r"x must have shape \(batch, seq_len, 4\); got \(2, 3, 5\)"):
+    with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., 4\), e.g. \(batch, seq_len, 4\); got \(2, 3, 5\)"):
         ffn(torch.randn(2, 3, 5))
     with pytest.raises(TypeError, match=r"x has dtype torch.float16 but the weights of PositionwiseFeedForward are torch.float32"):
         ffn(torch.randn(2, 3, 4).half())

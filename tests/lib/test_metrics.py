@@ -161,8 +161,13 @@ def test_paired_bleu_test_identical_outputs_and_bad_input():
     assert res["difference"] == 0.0 and res["p_value"] == 1.0
     with pytest.raises(ValueError, match="same length; got 120, 119 and 120"):
         paired_bleu_test(_WORSE, _WORSE[:-1], _REFS)
-    with pytest.raises(ValueError, match="n_samples must be >= 100; got 10"):
+    with pytest.raises(ValueError, match="n_samples must be an int >= 100; got 10"):
         paired_bleu_test(_WORSE, _REFS, _REFS, n_samples=10)
+    with pytest.raises(ValueError, match="n_samples must be an int >= 100; got 100.5"):
+        paired_bleu_test(_WORSE, _REFS, _REFS, n_samples=100.5)
+    # different outputs with the same BLEU: no evidence of a difference (sacrebleu alone says p = 1/(n+1))
+    res = paired_bleu_test(["", ""], ["", "x"], ["a", "b"], "zh", n_samples=100)
+    assert res["difference"] == 0.0 and res["p_value"] == 1.0
     with pytest.raises(ValueError, match="references is empty"):
         paired_bleu_test([], [], [])
 

@@ -160,8 +160,9 @@ def test_learned_positions_start_at_the_scale_of_the_scaled_token_embeddings():
     assert abs(float(pos.embedding.weight.detach().std()) - 1.0) < 0.02
     small = LearnedPositionalEmbedding(d_model=d_model, max_len=512, init_std=0.02)
     assert abs(float(small.embedding.weight.detach().std()) - 0.02) < 0.001
-    with pytest.raises(ValueError, match="init_std must be > 0; got 0"):
-        LearnedPositionalEmbedding(d_model=8, init_std=0)
+    for bad in (0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match=f"init_std must be a finite number > 0; got {bad}"):
+            LearnedPositionalEmbedding(d_model=8, init_std=bad)
 
 
 def test_learned_positions_pass_the_embedding_scale_check():

@@ -81,10 +81,16 @@ def test_cli_train_evaluate_translate(tmp_path, capsys):
     first = capsys.readouterr().out
     assert main(sampled) == 0
     assert capsys.readouterr().out == first and first.startswith("Hello.\t")
-    with pytest.raises(SystemExit, match="--top-k only apply with --sample"):
+    with pytest.raises(SystemExit, match="error: --top-k only applies with --sample"):
         main(["translate", "--checkpoint", str(small), "--top-k", "5", "Hello."])
     with pytest.raises(SystemExit, match="not both"):
         main(["translate", "--checkpoint", str(small), "--sample", "--beam-size", "2", "Hello."])
+    # a sentence longer than the model's positions is skipped with a message; the others are translated
+    long_one = " ".join(["cat"] * 200)
+    assert main(["translate", "--checkpoint", str(small), "Hello.", long_one, "I like cats."]) == 1
+    out, err = capsys.readouterr()
+    assert [x.split("\t")[0] for x in out.strip().splitlines()] == ["Hello.", "I like cats."]
+    assert "sentence 2 has" in err and "skipped" in err
 
 
 def test_translator_keeps_the_input_order():
@@ -103,6 +109,8 @@ def test_translator_keeps_the_input_order():
     assert batched == one_by_one
     with pytest.raises(TypeError, match="list of str"):
         tr.translate("a b")
+    with pytest.raises(ValueError, match=r"sentences\[1\] has \d+ tokens .*more than the model's 40 positions"):
+        tr.translate(["a", " ".join(["a b c d"] * 20)])
 
 
 def _tiny_translator(seed: int = 0) -> Translator:
@@ -161,9 +169,9 @@ def test_translate_sampling_is_reproducible_and_leaves_the_global_rng_alone():
         ({"batch_size": 0}, "batch_size must be >= 1"),
         ({"beam_size": 2, "do_sample": True}, "not both"),
         ({"beam_size": 2, "repetition_penalty": 1.3}, "repetition_penalty=1.3"),
-        ({"top_k": 5}, "top_k only apply when sampling"),
-        ({"temperature": 0.5}, "temperature only apply when sampling"),
-        ({"seed": 1}, "seed only apply when sampling"),
+        ({"top_k": 5}, "top_k only applies when sampling"),
+        ({"temperature": 0.5}, "temperature only applies when sampling"),
+        ({"seed": 1}, "seed only applies when sampling"),
         ({"do_sample": True, "temperature": -1.0}, "temperature must be >= 0"),
         ({"do_sample": True, "top_p": 1.5}, r"top_p must be in \(0, 1\]"),
     ],
