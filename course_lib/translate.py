@@ -453,6 +453,8 @@ def _add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--optimizer", default=r.train.optimizer, choices=["adam", "adamw"])
     p.add_argument("--label-smoothing", type=float, default=r.train.label_smoothing)
     p.add_argument("--accumulation-steps", type=int, default=1)
+    p.add_argument("--loss-normalization", default=r.train.loss_normalization, choices=["batches", "tokens"],
+                   help="combine micro-batch losses by mean of means ('batches') or by total target tokens ('tokens')")
     p.add_argument("--amp", default=r.train.amp, choices=["auto", "off", "fp16", "bf16"],
                    help=f"mixed precision (default here: {r.train.amp}; 'bf16' where the CPU has bfloat16 instructions)")
     p.add_argument("--eval-every", type=int, default=None)
@@ -486,7 +488,8 @@ def _recipe_from_args(args: argparse.Namespace) -> Recipe:
     tc = dataclasses.replace(
         r.train, max_steps=args.steps, time_budget_s=args.budget_s, lr=args.lr, warmup_steps=args.warmup_steps,
         schedule=args.schedule, optimizer=args.optimizer, label_smoothing=args.label_smoothing,
-        accumulation_steps=args.accumulation_steps, amp=args.amp, eval_every=args.eval_every,
+        accumulation_steps=args.accumulation_steps, loss_normalization=args.loss_normalization, amp=args.amp,
+        eval_every=args.eval_every,
         checkpoint_every=args.checkpoint_every, seed=args.seed, progress=not args.no_progress,
     )
     return Recipe(data=data, model=model, train=tc)
@@ -533,7 +536,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
-    tr = Translator.from_checkpoint(args.checkpoint)
+    tr = _load_translator(args.checkpoint)
     recipe = tr.recipe
     if recipe is None:
         raise SystemExit(f"{args.checkpoint} holds no recipe: cannot rebuild its test set")
@@ -547,10 +550,20 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_translator(path: str) -> Translator:
+    if not Path(path).is_file():
+        raise SystemExit(f"error: no checkpoint at {path!r} (e.g. --checkpoint checkpoints/en-zh.pt)")
+    try:
+        return Translator.from_checkpoint(path)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file gets one clear line
+        raise SystemExit(f"error: {path!r} is not a checkpoint written by course_lib.translate train "
+                         f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+
+
 def _cmd_translate(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
-    tr = Translator.from_checkpoint(args.checkpoint)
+    tr = _load_translator(args.checkpoint)
     sentences = args.sentences or [line.strip() for line in sys.stdin if line.strip()]
     if not sentences:
         print("error: no sentences given (pass them as arguments or one per line on standard input)", file=sys.stderr)

@@ -177,7 +177,12 @@ def gradescope_results(r: StudentResult) -> dict:
 
 
 def feedback_markdown(r: StudentResult) -> str:
-    """Readable feedback for the student (Markdown)."""
+    """Readable feedback for the student (Markdown).
+
+    Every failed case gets its teaching message; a case that failed with the
+    same error as an earlier one (e.g. a syntax error that stops the whole
+    notebook) gets one line pointing to it instead of the full text again.
+    """
     lines = [f"# Feedback for {r.student}", "", f"**Score: {r.score} / {r.max_score}** (status: {r.status})", ""]
     for note in r.notes:
         lines.append(f"- {note}")
@@ -190,7 +195,15 @@ def feedback_markdown(r: StudentResult) -> str:
     failed = [c for c in r.cases if not c["passed"]]
     if failed:
         lines += ["## What to fix", ""]
+        first_with: dict[str, str] = {}  # an error text -> the first case that showed it in full
         for c in failed:
+            error = c.get("child_error")
+            if error and error in first_with:
+                lines += [f"- Exercise {c['exercise']} ({c['function']}), case {c['case_id']}: the same error as "
+                          f"case {first_with[error]} above.", ""]
+                continue
+            if error:
+                first_with[error] = c["case_id"]
             lines += ["```text", c["message"], "```", ""]
     else:
         lines += ["Every check passed.", ""]

@@ -19,7 +19,7 @@ import pytest
 from adversaries import EXERCISES, NB, SOLUTIONS, notebook, write_folder
 from course_lib.grading.compare import ResultError, compare_arrays, judge_case, open_dir, read_array, read_case_dir
 from course_lib.grading.intake import IntakeLimits, Submission, collect_notebooks, discover, submission_hash
-from course_lib.grading.report import StudentResult, atomic_write, grades_csv, gradescope_results
+from course_lib.grading.report import StudentResult, atomic_write, feedback_markdown, grades_csv, gradescope_results
 from course_lib.grading.sandbox import Limits
 from course_lib.grading.static_checks import check_source
 
@@ -300,6 +300,25 @@ def test_gradescope_results_hide_flags_from_students():
     assert r["score"] == 2 and r["max_score"] == 3
     assert [t["status"] for t in r["tests"]] == ["passed", "failed", "failed"]
     assert r["tests"][-1]["visibility"] == "hidden" and r["tests"][-1]["max_score"] == 0
+
+
+def test_feedback_shows_a_repeated_error_once():
+    def case(cid, ex, error, message):
+        return {"case_id": cid, "exercise": ex, "function": "gelu", "points": 0, "max_points": 1, "passed": False,
+                "message": message, "child_error": error}
+
+    syntax = "notebook '06_feed_forward.ipynb': code cell 7 has a syntax error on line 1"
+    r = StudentResult("bob", "h", "m", "ok", 0, 4, {"6.1": 0, "6.2": 0}, {"6.1": 2, "6.2": 2}, [
+        case("6.1-a", "6.1", syntax, f"Exercise 6.1, case 6.1-a:\n  - your code raised: {syntax}"),
+        case("6.1-b", "6.1", syntax, f"Exercise 6.1, case 6.1-b:\n  - your code raised: {syntax}"),
+        case("6.2-a", "6.2", None, "Exercise 6.2, case 6.2-a:\n  - `y`: wrong values"),
+        case("6.2-b", "6.2", syntax, f"Exercise 6.2, case 6.2-b:\n  - your code raised: {syntax}"),
+    ])
+    text = feedback_markdown(r)
+    assert text.count("code cell 7 has a syntax error") == 1
+    assert "case 6.1-b: the same error as case 6.1-a above" in text
+    assert "case 6.2-b: the same error as case 6.1-a above" in text
+    assert "`y`: wrong values" in text
 
 
 def test_grade_record_round_trip_and_rejects_junk():

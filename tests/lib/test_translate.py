@@ -47,7 +47,8 @@ def test_cli_train_evaluate_translate(tmp_path, capsys):
     out, small = tmp_path / "tiny.pt", tmp_path / "tiny-fp16.pt"
     args = ["train", "--out", str(out), "--export", str(small), "--steps", "4", "--d-model", "16", "--n-heads", "2",
             "--n-encoder-layers", "1", "--n-decoder-layers", "1", "--d-ff", "32", "--batch-size", "16",
-            "--max-src-len", "8", "--max-tgt-len", "10", "--src-vocab-size", "500", "--warmup-steps", "2", "--no-progress"]
+            "--max-src-len", "8", "--max-tgt-len", "10", "--src-vocab-size", "500", "--warmup-steps", "2", "--no-progress",
+            "--loss-normalization", "tokens"]
     assert main(args) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["steps"] == 4 and summary["world_size"] == 1
@@ -55,6 +56,7 @@ def test_cli_train_evaluate_translate(tmp_path, capsys):
     assert ckpt["step"] == 4 and ckpt["optimizer"] is not None and set(ckpt["tokenizers"]) == {"src", "tgt"}
     recipe = Recipe.from_dict(ckpt["extra"]["recipe"])
     assert recipe.data.max_src_len == 8 and recipe.model.d_model == 16
+    assert recipe.train.loss_normalization == "tokens"
     log = [json.loads(x) for x in (tmp_path / "tiny.log.jsonl").read_text().splitlines()]
     every = recipe.train.log_every
     assert [x["step"] for x in log if "loss" in x] == [s for s in range(1, 5) if s % every == 0]
@@ -85,6 +87,11 @@ def test_cli_train_evaluate_translate(tmp_path, capsys):
         main(["translate", "--checkpoint", str(small), "--top-k", "5", "Hello."])
     with pytest.raises(SystemExit, match="not both"):
         main(["translate", "--checkpoint", str(small), "--sample", "--beam-size", "2", "Hello."])
+    with pytest.raises(SystemExit, match="error: no checkpoint at"):
+        main(["translate", "--checkpoint", str(tmp_path / "missing.pt"), "Hello."])
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(SystemExit, match="is not a checkpoint written by course_lib.translate train"):
+        main(["evaluate", "--checkpoint", str(tmp_path / "junk.pt")])
     # a sentence longer than the model's positions is skipped with a message; the others are translated
     long_one = " ".join(["cat"] * 200)
     assert main(["translate", "--checkpoint", str(small), "Hello.", long_one, "I like cats."]) == 1
