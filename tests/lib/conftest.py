@@ -19,6 +19,19 @@ import torch
 from torch import nn
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op thread for a module of tiny models (``pytestmark = pytest.mark.usefixtures("one_thread")``).
+
+    One thread is faster than several at these sizes, and far faster on a CPU
+    shared with other jobs (threads waiting for each other).
+    """
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     """Every test starts from the same random state (reproducible failures)."""

@@ -31,14 +31,7 @@ PAD, BOS, EOS = 0, 1, 2
 V = 19
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """These models are tiny: one intra-op thread is faster than several, and
-    far faster on a CPU shared with other jobs (threads waiting for each other)."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def random_model(seed: int = 0, eos_bias: float = 0.0) -> Transformer:

@@ -41,14 +41,7 @@ from course_lib.training import (
 PAD = 0
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """These models are tiny: one intra-op thread is faster than several, and
-    far faster on a CPU shared with other jobs (threads waiting for each other)."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # ----------------------------------------------------------------------------- loss

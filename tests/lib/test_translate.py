@@ -23,14 +23,7 @@ HAVE_DATA = bool(DATA) and (Path(DATA) / "tatoeba-cmn-eng" / "cmn.txt").is_file(
 real_data = pytest.mark.skipif(not HAVE_DATA, reason="set COURSE_LIB_DATA to a folder with tatoeba-cmn-eng/cmn.txt")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """These models are tiny: one intra-op thread is faster than several, and
-    far faster on a CPU shared with other jobs (threads waiting for each other)."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_recipe_round_trip_and_model_config():
