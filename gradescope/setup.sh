@@ -10,13 +10,17 @@ python3 -m pip install --break-system-packages --index-url https://download.pyto
     || python3 -m pip install --index-url https://download.pytorch.org/whl/cpu "torch>=2.2,<2.14"
 python3 -m pip install --break-system-packages . || python3 -m pip install .
 
-# Reference values: grade the solutions once, as a submission; they must earn full marks.
-python3 -m course_lib.grading "$SOURCE/solutions" --single --student reference \
-    --out /autograder/reference --no-progress
-python3 - <<'PY'
+# Without namespaces students' code runs as 'nobody': keep the course (solutions, tests with the
+# cases and the notebooks' sources) out of its reach. The grader checks this before it grades.
+chmod -R go-rwx "$SOURCE"
+# Check once that the solutions earn full marks (run_autograder draws new inputs per submission).
+CHECK=$(mktemp -d /tmp/course-grade-check.XXXXXX)
+chmod 700 "$CHECK"
+python3 -m course_lib.grading "$SOURCE/solutions" --single --student reference --out "$CHECK" --no-progress
+python3 - "$CHECK/grades.csv" <<'PY'
 import csv
-row = next(csv.DictReader(open("/autograder/reference/grades.csv")))
+import sys
+row = next(csv.DictReader(open(sys.argv[1])))
 assert row["score"] == row["max"], f"the solutions do not earn full marks: {row}"
 PY
-# Students' code runs as 'nobody': keep the answers and the reference out of its reach.
-chmod -R go-rwx "$SOURCE/solutions" /autograder/reference
+rm -rf "$CHECK"

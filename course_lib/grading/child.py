@@ -1,50 +1,48 @@
-"""The grader's child: runs one submission's exercise cases and records numbers.
+"""The grader's child: runs exercise cases on one folder of notebooks and sends back numbers.
 
 This file is run by the grader as a *script*, never imported by the parent::
 
     python -I -S -B .../course_lib/grading/child.py SPEC.json
 
 ``-I`` (isolated: no current directory or script directory on ``sys.path``, no
-``PYTHON*`` variables, no user site), ``-S`` (no ``site``: no ``.pth`` file of
-any directory runs) and ``-B`` (no ``.pyc`` written). The only import paths are
-the ones the parent lists in the spec (the directory holding ``course_lib`` and
-the environment's ``site-packages``), so a student's ``torch.py``,
-``numpy.py``, ``sitecustomize.py`` or ``conftest.py`` can never shadow a real
-module - and the parent copies only notebooks into the child's folder anyway.
+``PYTHON*`` variables, no user site), ``-S`` (no ``site``: no ``.pth`` file
+runs) and ``-B`` (no ``.pyc`` written). The only import paths are the ones the
+parent lists in the spec, so a student's ``torch.py`` can never shadow a module.
 
-What the child does, in order (see :mod:`course_lib.grading.sandbox` for the
-process around it):
+Threat model: once a student's notebook is loaded, the student's code controls
+this whole process. So this process holds nothing worth stealing - no expected
+value and no reference code: the cases file it loads is the *student copy* made
+by :mod:`course_lib.grading.casefile` (every ``expected`` removed), and the
+random inputs of each case arrive as data (``inputs-NN.npz``, drawn by the
+trusted reference run from a salt this process never sees). Whatever it sends
+back is compared by the parent with the reference for exactly those inputs:
+forging a result means solving the exercise.
 
-1. reads the spec (a JSON object written by the parent);
-2. when it runs as root inside fresh namespaces: mounts an empty read-only
-   ``tmpfs`` over every path in ``spec["hide"]`` (the solutions, the output
-   folder, the other submissions ...);
-3. sets its resource limits, soft = hard: address space, CPU seconds, file
-   size, open files, processes (only when it runs under its own user id), no
-   core dumps;
-4. drops its privileges: as root, to ``spec["uid"]``/``spec["gid"]`` (nobody);
-   as the unprivileged root of a user namespace, every capability; then sets
-   ``no_new_privs``;
-5. puts ``sys.stdout``/``sys.stderr`` behind a size cap (a flood is cut and a
-   note written) - the file descriptors themselves are files opened by the
-   parent and bounded by ``RLIMIT_FSIZE``;
-6. loads the cases modules (the course's ``cases.py`` as
-   ``course_exercise_cases``, then any extra ones), and for each chapter:
-   writes ``progress/NN.started``, loads the student's notebook with
-   :func:`course_lib.grading.extract.load_namespace`, calls every case's
-   ``produce(ns)`` (and, in the reference run, ``expected()``), and writes each
-   returned array to ``results/<case id>/<key>.npy`` with
-   ``np.save(..., allow_pickle=False)`` (a case's folder is renamed into place
-   when it is complete), plus ``results/<case id>.json`` with the error text if
-   the case raised; then ``progress/NN.done``;
-7. leaves with ``os._exit(0)`` (no student ``atexit`` hook runs).
+What the child does, in order:
 
-Nothing this process writes is trusted by the parent: it only reads arrays
-back, with pickling disabled, and checks them against its reference. The
-error texts are shown to the student as feedback, nothing more.
+1. reads the spec (written by the parent) and changes into the work folder;
+2. as root of fresh namespaces: covers the solutions, the output folder, the
+   other submissions ... with empty read-only tmpfs mounts (``spec["hide"]``),
+   mounts one size-capped tmpfs on ``/tmp`` and binds parts of it over
+   ``/var/tmp``, ``/dev/shm`` and ``/run/lock`` (the only writable places),
+   then remounts every other mount read-only;
+3. sets its resource limits (soft = hard) and drops its privileges (to
+   *nobody*, or every capability inside a user namespace; ``no_new_privs``);
+4. loads the cases, sends ``{"ready": ...}`` on the result channel and waits
+   for commands on the command channel: ``NN`` runs chapter NN - loads the
+   notebook, runs each case, sends ``{"case": id, "arrays": ..., "error": ...}``
+   per case and ``{"done": "NN"}`` at the end; ``exit`` (or end of input) ends it.
 
-Source: the autograder issue ("sandboxed batch grading with reports that cannot
-be forged") and ``GRADER-NOTES.md``.
+The clock is the parent's: it starts a chapter's time when it sends the
+command and accepts only results that reach it before the chapter's deadline.
+
+In the *reference* run (the course's ``solutions/``, trusted), the child also
+gets a secret salt: it draws each case's inputs from it (redrawing until the
+case's ``robust()`` holds and the solution agrees with ``expected()``), and
+sends the inputs, the solution's arrays and the expected arrays.
+
+Source: the autograder issue ("grades that no submission can forge") and
+``GRADER-NOTES.md``.
 """
 
 from __future__ import annotations
@@ -56,18 +54,25 @@ import os
 import sys
 import time
 
+#: redraws of one case's inputs before the reference run gives up on it
+MAX_DRAWS = 200
+
 # ---------------------------------------------------------------------------
 # Privileged set-up (runs before any course or student code is imported)
 # ---------------------------------------------------------------------------
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
-_PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP, _PR_SET_DUMPABLE = 38, 24, 4
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MNT_DETACH = 32, 4096, 16384, 2
+_MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME = 1024, 2048, 1 << 21
+_PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP = 38, 24
+#: statvfs flag -> mount flag, for the locked flags a remount must keep
+_KEEP_FLAGS = ((2, _MS_NOSUID), (4, _MS_NODEV), (8, _MS_NOEXEC), (1024, _MS_NOATIME), (2048, _MS_NODIRATIME),
+               (4096, _MS_RELATIME))
+#: host places everyone may write to; each becomes a part of the private scratch tmpfs
+SHARED_WRITABLE = ("/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue")
 
 
 def _libc():
     return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-
-
-_MS_BIND, _MS_REC, _MNT_DETACH = 4096, 16384, 2
 
 
 def _mount(libc, source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
@@ -86,38 +91,121 @@ def _expose(paths: list[str], uid: int, stage_root: str) -> None:
     0711 into which only the needed child directory is bind-mounted back: the
     rest of that directory stays invisible to the child.
     """
+    import tempfile
+
     libc = _libc()
     for n, target in enumerate(paths):
-        target = os.path.realpath(target)
-        parts = target.split("/")
-        i = 1
-        while i < len(parts) - 1:
+        parts = os.path.realpath(target).split("/")
+        for i in range(1, len(parts) - 1):
             ancestor = "/".join(parts[: i + 1])
             st = os.stat(ancestor)
             if not (st.st_mode & 0o001) and st.st_uid != uid:
                 below = "/".join(parts[: i + 2])
-                import tempfile
-
                 stage = tempfile.mkdtemp(prefix=f"stage-{n}-{i}-", dir=stage_root)
                 _mount(libc, below, stage, None, _MS_BIND | _MS_REC, None)
                 _mount(libc, "none", ancestor, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=64k,mode=0711")
                 os.mkdir(below, 0o755)
                 _mount(libc, stage, below, None, _MS_BIND | _MS_REC, None)
                 libc.umount2(os.fsencode(stage), _MNT_DETACH)
-            i += 1
 
 
 def _hide(paths: list[str]) -> list[str]:
-    """Mount an empty read-only tmpfs over each path; return the ones that failed."""
+    """Mount an empty read-only tmpfs over each folder; return the ones that failed."""
     libc = _libc()
     failed = []
     for path in paths:
         if not os.path.isdir(path):
             continue
-        rc = libc.mount(b"none", os.fsencode(path), b"tmpfs",
-                        _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, b"size=4k,mode=000")
+        try:
+            _mount(libc, "none", path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k,mode=000")
+        except OSError as exc:
+            failed.append(str(exc))
+    return failed
+
+
+def _keep_visible(paths: list[str]) -> list[int]:
+    """Open each folder (``O_PATH``) so that it can be bound back after ``/tmp`` is covered."""
+    fds = []
+    for path in paths:
+        real = os.path.realpath(path)
+        if real == "/tmp" or not real.startswith(("/tmp/", *(p + "/" for p in SHARED_WRITABLE))):
+            continue
+        try:
+            fds.append((real, os.open(real, os.O_PATH | os.O_DIRECTORY)))
+        except OSError:
+            pass
+    return fds
+
+
+def _bind_back(kept) -> None:
+    """Bind the folders of :func:`_keep_visible` back to their paths, inside the new scratch."""
+    libc = _libc()
+    for real, fd in kept:
+        os.makedirs(real, mode=0o755, exist_ok=True)
+        _mount(libc, f"/proc/self/fd/{fd}", real, None, _MS_BIND | _MS_REC, None)
+        os.close(fd)
+
+
+def _private_scratch(size_mb: int, owner: tuple[int, int] | None) -> list[str]:
+    """One tmpfs of ``size_mb`` on ``/tmp``; its sub-folders cover the other shared writable places.
+
+    The tmpfs lives in this mount namespace only: it vanishes with the child's
+    last process, whatever tree a student built in it. Returns the mount
+    points now backed by the scratch.
+    """
+    libc = _libc()
+    _mount(libc, "none", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={int(size_mb)}m,mode=1777")
+    covered = ["/tmp"]
+    for place in SHARED_WRITABLE:
+        if not os.path.isdir(place):
+            continue
+        sub = "/tmp/.private" + place.replace("/", "-")
+        os.mkdir(sub, 0o1777)
+        os.chmod(sub, 0o1777)
+        _mount(libc, sub, place, None, _MS_BIND, None)
+        covered.append(place)
+    home = "/tmp/home"
+    os.mkdir(home, 0o700)
+    if owner is not None:
+        os.chown(home, *owner)
+    return covered
+
+
+def _mount_points() -> list[str]:
+    """Mount points of this mount namespace (``/proc/self/mountinfo``), outermost first."""
+    points = []
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as fh:
+        for line in fh:
+            fields = line.split()
+            if len(fields) > 4:
+                points.append(fields[4].encode().decode("unicode_escape", errors="replace"))
+    return points
+
+
+def _read_only_elsewhere(writable: list[str]) -> list[str]:
+    """Remount every mount read-only except ``writable`` ones and the kernel's ``/proc``, ``/sys``, ``/dev/pts``.
+
+    Returns the mount points that could not be remounted (reported by the probe).
+    """
+    libc = _libc()
+    failed = []
+    skip_under = ("/proc", "/sys", "/dev/pts")
+    for point in _mount_points():
+        if point in writable or any(point == s or point.startswith(s + "/") for s in skip_under):
+            continue
+        try:
+            flags = os.statvfs(point).f_flag
+        except OSError:
+            continue
+        if flags & 1:  # ST_RDONLY already
+            continue
+        keep = 0
+        for st_flag, ms_flag in _KEEP_FLAGS:
+            if flags & st_flag:
+                keep |= ms_flag
+        rc = libc.mount(None, os.fsencode(point), None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | keep, None)
         if rc != 0:
-            failed.append(f"{path}: {os.strerror(ctypes.get_errno())}")
+            failed.append(f"{point}: {os.strerror(ctypes.get_errno())}")
     return failed
 
 
@@ -136,7 +224,7 @@ def _set_limits(limits: dict) -> None:
     for which, value in pairs:
         if value is None:
             continue
-        soft, hard = resource.getrlimit(which)
+        _soft, hard = resource.getrlimit(which)
         value = int(value)
         if hard != resource.RLIM_INFINITY and value > hard:
             value = hard
@@ -178,6 +266,27 @@ def _drop_privileges(spec: dict) -> None:
         _libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
 
+def isolate(spec: dict) -> dict:
+    """Steps 2 and 3 of the module docstring; returns what was done (for the probe's report)."""
+    report: dict = {"hidden_failed": [], "scratch": [], "read_only_failed": [], "errors": []}
+    if spec.get("expose"):
+        _expose(spec["expose"], int(spec.get("uid", 65534)), spec["stage_dir"])
+    if spec.get("hide"):
+        report["hidden_failed"] = _hide(spec["hide"])
+    if spec.get("private_mounts"):
+        try:
+            kept = _keep_visible(list(spec.get("keep_visible", [])))
+            owner = (int(spec["uid"]), int(spec["gid"])) if spec.get("drop") == "uid" else None
+            report["scratch"] = _private_scratch(int(spec["scratch_mb"]), owner)
+            _bind_back(kept)
+            report["read_only_failed"] = _read_only_elsewhere(report["scratch"])
+        except OSError as exc:
+            report["errors"].append(str(exc))
+    _set_limits(spec.get("limits", {}))
+    _drop_privileges(spec)
+    return report
+
+
 class _CappedStream:
     """A text stream that writes at most ``cap`` characters, then one note."""
 
@@ -190,7 +299,6 @@ class _CappedStream:
 
     def write(self, text) -> int:
         text = str(text)
-        n = len(text)
         try:
             if self._left > 0:
                 part = text[: self._left]
@@ -201,7 +309,7 @@ class _CappedStream:
                 self._stream.write("\n[course grader: output cut here - the size limit was reached]\n")
         except (OSError, ValueError):
             pass
-        return n
+        return len(text)
 
     def flush(self) -> None:
         try:
@@ -231,28 +339,39 @@ class _CappedStream:
 
 
 # ---------------------------------------------------------------------------
-# Recording results
+# The two channels
 # ---------------------------------------------------------------------------
-def _write_file(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
+class Channel:
+    """Framed messages to the parent: 8 bytes of length (big-endian), then UTF-8 JSON."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def send(self, message: dict) -> None:
+        data = json.dumps(message).encode()
+        data = len(data).to_bytes(8, "big") + data
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]
 
 
-def _touch(directory: str, name: str) -> None:
-    try:
-        _write_file(os.path.join(directory, name), b"")
-    except OSError:
-        pass
+def _npy_text(value, np) -> str:
+    import base64
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, value, allow_pickle=False)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _arrays_text(arrays: dict, np) -> dict:
+    return {key: _npy_text(value, np) for key, value in arrays.items()}
 
 
 def _describe(exc: BaseException, limit: int = 2000) -> str:
     """The exception line plus the student's frames (``<extracted from ...>``)."""
-    import traceback
-
     import linecache
+    import traceback
 
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith("<extracted from")]
     where = ""
@@ -272,23 +391,7 @@ def _describe(exc: BaseException, limit: int = 2000) -> str:
     return (text[:limit] + where)[: limit + 400]
 
 
-def _save_case(results_dir: str, case_id: str, arrays: dict | None, error: str | None, seconds: float,
-               np) -> None:
-    """Write ``results/<case_id>/<key>.npy`` (renamed into place) and ``results/<case_id>.json``."""
-    tmp = os.path.join(results_dir, f".partial-{case_id}")
-    os.mkdir(tmp, 0o755)
-    saved = []
-    if arrays is not None:
-        for key, value in arrays.items():
-            with open(os.path.join(tmp, f"{key}.npy"), "wb") as fh:
-                np.save(fh, value, allow_pickle=False)
-            saved.append(key)
-    os.rename(tmp, os.path.join(results_dir, case_id))
-    info = json.dumps({"error": error, "seconds": round(seconds, 4), "keys": saved}).encode()
-    _write_file(os.path.join(results_dir, f"{case_id}.json"), info)
-
-
-def _as_plain_arrays(produced, np) -> dict:
+def as_plain_arrays(produced, np) -> dict:
     """Check that ``produce`` returned ``{str: numpy array of float64/int64/bool}``; copy to plain arrays."""
     if not isinstance(produced, dict):
         raise TypeError(f"the case produced {type(produced).__name__}, not a dict of arrays")
@@ -321,87 +424,143 @@ def _load_module(name: str, path: str):
     return module
 
 
-def _run(spec: dict) -> None:
+def _load_inputs(work: str, chapter: str, np) -> dict:
+    """case id -> {input key -> array} from ``inputs-NN.json`` / ``inputs-NN.npz`` (written by the parent)."""
+    try:
+        with open(os.path.join(work, f"inputs-{chapter}.json"), encoding="utf-8") as fh:
+            index = json.load(fh)
+    except FileNotFoundError:
+        return {}
+    out: dict = {}
+    with np.load(os.path.join(work, f"inputs-{chapter}.npz"), allow_pickle=False) as data:
+        for case_id, keys in index.items():
+            out[case_id] = {key: data[name] for key, name in keys.items()}
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Running cases
+# ---------------------------------------------------------------------------
+def _seed_everything(np) -> None:
     import random
 
+    import torch
+
+    torch.manual_seed(0)
+    np.random.seed(0)
+    random.seed(0)
+
+
+def _student_case(case, ns, inputs: dict, course, np) -> dict:
+    """Run one case on the student's namespace with the given inputs; the message to send."""
+    _seed_everything(np)
+    start = time.perf_counter()
+    try:
+        with course.drawing(course.Draws(replay=inputs)):
+            arrays = as_plain_arrays(case.produce(ns), np)
+        message = {"case": case.id, "arrays": _arrays_text(arrays, np), "error": None}
+    except BaseException as exc:  # noqa: BLE001 - every failure is the student's
+        message = {"case": case.id, "arrays": {}, "error": _describe(exc)}
+    message["seconds"] = round(time.perf_counter() - start, 4)
+    return message
+
+
+def _reference_case(case, ns, salt: str, course, np) -> dict:
+    """Draw inputs from the salt until the case is robust and the solution matches ``expected()``."""
+    problem = "no draw kept clear of ties"
+    for attempt in range(MAX_DRAWS):
+        draws = course.Draws(salt=f"{salt}|{case.id}|{attempt}")
+        _seed_everything(np)
+        try:
+            with course.drawing(draws):
+                if getattr(case, "robust", None) is not None and not case.robust():
+                    continue
+                expected = as_plain_arrays(case.expected(), np)
+                got = as_plain_arrays(case.produce(ns), np)
+        except BaseException as exc:  # noqa: BLE001
+            return {"case": case.id, "error": _describe(exc)}
+        problem = course.compare(case, got, expected)
+        if problem is None:
+            return {"case": case.id, "arrays": _arrays_text(got, np), "expected": _arrays_text(expected, np),
+                    "inputs": _arrays_text(draws.recorded, np), "draws": attempt + 1, "error": None}
+        if not draws.recorded:  # fixed inputs: another draw gives the same answer
+            break
+    return {"case": case.id, "error": f"the solutions disagree with expected(): {problem}"}
+
+
+def _case_meta(case) -> dict:
+    return {"id": case.id, "chapter": case.chapter, "exercise": case.exercise,
+            "function": getattr(case, "function", None) or (case.requires[0] if case.requires else case.exercise),
+            "points": case.points, "requires": list(case.requires), "rtol": case.rtol, "atol": case.atol,
+            "hint": case.hint}
+
+
+def _run_chapter(chapter: str, spec: dict, cases: list, notebooks: dict, course, channel: Channel) -> None:
+    import numpy as np
+
+    from course_lib.grading.extract import SubmissionError, load_namespace
+
+    ns, load_error = None, None
+    name = notebooks.get(chapter)
+    path = os.path.join(spec["work"], "submission", name) if name else None
+    if path is None or not os.path.isfile(path):
+        load_error = f"the notebook {name or 'of chapter ' + chapter} is not in the submission"
+    else:
+        try:
+            ns = load_namespace(path)
+        except SubmissionError as exc:
+            load_error = str(exc)
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt ... at import time
+            load_error = f"loading the notebook raised {_describe(exc)}"
+    inputs = {} if spec["mode"] == "reference" else _load_inputs(spec["work"], chapter, np)
+    for case in (c for c in cases if c.chapter == chapter):
+        if ns is None:
+            message = {"case": case.id, "arrays": {}, "error": load_error}
+        elif any(not hasattr(ns, r) for r in case.requires):
+            missing = ", ".join(r for r in case.requires if not hasattr(ns, r))
+            message = {"case": case.id, "arrays": {}, "error": f"the notebook does not define {missing}"}
+        elif spec["mode"] == "reference":
+            message = _reference_case(case, ns, spec["salt"], course, np)
+        else:
+            message = _student_case(case, ns, inputs.get(case.id, {}), course, np)
+        channel.send(message)
+
+
+def _serve(spec: dict, channel: Channel) -> None:
     import numpy as np
     import torch
 
     torch.set_num_threads(1)
-    from course_lib.grading.extract import SubmissionError, load_namespace
+    import course_lib.grading.extract  # noqa: F401 - imported before "ready": not on the first chapter's clock
 
-    try:  # imported here, before "ready", so that it does not count against the first chapter's time
+    try:
         from IPython.core.inputtransformer2 import TransformerManager  # noqa: F401
     except ImportError:
         pass
-
-    results_dir, progress_dir = spec["results_dir"], spec["progress_dir"]
     notebooks: dict[str, str] = {}
     cases = []
+    course = None
     for i, path in enumerate(spec["cases_files"]):
         module = _load_module("course_exercise_cases" if i == 0 else f"course_extra_cases_{i}", path)
+        course = course or module
         notebooks.update(getattr(module, "NOTEBOOKS", {}))
         cases.extend(getattr(module, "CASES"))
-    wanted = set(spec["case_ids"]) if spec.get("case_ids") is not None else None
-    want_expected = bool(spec.get("expected"))
-    expected_dir = spec.get("expected_dir")
-    if spec.get("meta_path"):  # the reference run describes the cases for the parent
-        meta = {
-            "notebooks": notebooks,
-            "versions": {"torch": torch.__version__, "numpy": np.__version__, "python": sys.version},
-            "cases": [
-                {"id": c.id, "chapter": c.chapter, "exercise": c.exercise,
-                 "function": getattr(c, "function", None) or (c.requires[0] if c.requires else c.exercise),
-                 "points": c.points, "requires": list(c.requires), "rtol": c.rtol, "atol": c.atol, "hint": c.hint}
-                for c in cases if c.chapter in spec["chapters"]
-            ],
-        }
-        _write_file(spec["meta_path"], json.dumps(meta).encode())
-    _touch(progress_dir, "ready")
-
-    for chapter in spec["chapters"]:
-        chapter_cases = [c for c in cases if c.chapter == chapter and (wanted is None or c.id in wanted)]
-        _touch(progress_dir, f"{chapter}.started")
-        ns, load_error = None, None
-        name = notebooks.get(chapter)
-        path = os.path.join(spec["notebooks_dir"], name) if name else None
-        if path is None or not os.path.isfile(path):
-            load_error = f"the notebook {name or 'of chapter ' + chapter} is not in the submission"
-        else:
-            try:
-                ns = load_namespace(path)
-            except SubmissionError as exc:
-                load_error = str(exc)
-            except BaseException as exc:  # SystemExit, KeyboardInterrupt ... at import time
-                load_error = f"loading the notebook raised {_describe(exc)}"
-        for case in chapter_cases:
-            for seed_fn in (torch.manual_seed, np.random.seed, random.seed):
-                seed_fn(0)
-            start = time.perf_counter()
-            arrays, error = None, load_error
-            if ns is not None:
-                missing = [r for r in case.requires if not hasattr(ns, r)]
-                if missing:
-                    error = f"the notebook does not define {', '.join(missing)}"
-                else:
-                    try:
-                        arrays = _as_plain_arrays(case.produce(ns), np)
-                    except BaseException as exc:  # noqa: BLE001 - every failure is the student's
-                        arrays, error = None, _describe(exc)
-            _save_case(results_dir, case.id, arrays, error, time.perf_counter() - start, np)
-            if want_expected and expected_dir:
-                exp_arrays, exp_error = None, None
-                try:
-                    exp_arrays = _as_plain_arrays(case.expected(), np)
-                except BaseException as exc:  # noqa: BLE001
-                    exp_error = _describe(exc)
-                _save_case(expected_dir, case.id, exp_arrays, exp_error, 0.0, np)
-        _touch(progress_dir, f"{chapter}.done")
-    _touch(progress_dir, "all.done")
+    ready = {"ready": True, "versions": {"torch": torch.__version__, "numpy": np.__version__, "python": sys.version}}
+    if spec["mode"] == "reference":
+        ready["notebooks"] = notebooks
+        ready["cases"] = [_case_meta(c) for c in cases]
+    channel.send(ready)
+    with open(int(spec["command_fd"]), "r", encoding="ascii", errors="replace", closefd=False) as commands:
+        for line in commands:
+            chapter = line.strip()
+            if chapter == "exit" or not chapter:
+                break
+            _run_chapter(chapter, spec, cases, notebooks, course, channel)
+            channel.send({"done": chapter})
 
 
-def _probe(spec: dict) -> None:
-    """Check that the sandboxed child can import what grading needs; write ``probe.json``."""
+def _probe(spec: dict, report: dict, channel: Channel) -> None:
+    """Check that the sandboxed child can import what grading needs; send what isolation did."""
     import importlib.util
 
     sys.path[:0] = list(spec["sys_path"])
@@ -414,26 +573,29 @@ def _probe(spec: dict) -> None:
         raise ImportError("torch not found")
     with open(torch_spec.origin, "rb") as fh:
         fh.read(1)
-    info = {"uid": os.getuid(), "euid": os.geteuid(), "pid": os.getpid()}
-    _write_file(os.path.join(spec["results_dir"], "probe.json"), json.dumps(info).encode())
+    writable = []
+    for place in ("/", "/etc", os.getcwd(), os.path.dirname(torch_spec.origin)):
+        try:
+            with open(os.path.join(place, ".course-grader-probe"), "wb"):
+                pass
+            writable.append(place)
+        except OSError:
+            pass
+    channel.send({"probe": {"uid": os.getuid(), "euid": os.geteuid(), "pid": os.getpid(), "writable": writable,
+                            **report}})
 
 
 def main(argv: list[str]) -> None:
     """Entry point of the child process; never returns (``os._exit``)."""
     with open(argv[1], encoding="utf-8") as fh:
         spec = json.load(fh)
-    notes = []
-    if spec.get("expose"):
-        _expose(spec["expose"], int(spec.get("uid", 65534)), spec["stage_dir"])
-    if spec.get("hide"):
-        failed = _hide(spec["hide"])
-        if failed:
-            notes.append("could not hide: " + "; ".join(failed))
-    _set_limits(spec.get("limits", {}))
-    _drop_privileges(spec)
-    if spec.get("probe"):
+    spec["work"] = os.path.dirname(os.path.abspath(argv[1]))  # bound back to its path under the covers
+    os.chdir(spec["work"])
+    channel = Channel(int(spec["result_fd"]))
+    report = isolate(spec)
+    if spec["mode"] == "probe":
         try:
-            _probe(spec)
+            _probe(spec, report, channel)
         except BaseException as exc:  # noqa: BLE001
             print(f"probe failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
             os._exit(4)
@@ -444,19 +606,14 @@ def main(argv: list[str]) -> None:
     cap = int(spec.get("limits", {}).get("stream_chars", 1 << 20))
     sys.stdout = _CappedStream(1, cap)
     sys.stderr = _CappedStream(2, cap)
-    for note in notes:
+    for note in report["hidden_failed"] + report["errors"]:
         print(f"[course grader] {note}", file=sys.stderr)
-    os.chdir(spec.get("cwd", os.getcwd()))
     sys.path[:0] = list(spec["sys_path"])
     try:
-        _run(spec)
+        _serve(spec, channel)
     except BaseException as exc:  # noqa: BLE001 - the parent sees missing results
         try:
             print(f"[course grader] the child stopped: {_describe(exc)}", file=sys.stderr)
-        except BaseException:
-            pass
-        try:
-            sys.stdout.flush()
             sys.stderr.flush()
         finally:
             os._exit(3)

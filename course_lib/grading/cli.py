@@ -6,27 +6,43 @@ Usage::
         [--jobs N] [--timeout SECONDS] [--submission-timeout SECONDS] [--memory MB]
         [--chapters 04 05 ...] [--extra-tests PATH ...] [--force]
         [--single [--student ID]] [--solutions DIR] [--cases PATH] [--reference MANIFEST]
-        [--sandbox auto|namespaces|userns|plain] [--no-progress]
+        [--sandbox auto|namespaces|userns|nobody|unsafe] [--unsafe-sandbox] [--no-progress]
 
 ``SUBMISSIONS`` is a folder holding one entry per student - a sub-folder or a
 ``.zip`` of the student's exercise notebooks, the student id being its name -
 or, with ``--single``, one submission itself (Gradescope's
 ``/autograder/submission``).
 
+Every entry of a SUBMISSIONS folder gets a row: one that is not a folder or
+a ``.zip`` (a ``.tar.gz``, a single file, a name starting with a dot ...) as
+an ``invalid submission`` saying what to submit instead; only operating-system
+litter (``.DS_Store``, ``__MACOSX`` ...) is skipped, with a note on stderr.
+Student ids are made file-name safe and unique (see
+:func:`course_lib.grading.intake.discover`); ``grades.csv`` (column
+``source``) and ``summary.json`` (``sources``) map each id to the name it was
+made from.
+
 Reports go to ``DIR`` (see :mod:`course_lib.grading.report`): ``grades.csv``,
 ``summary.json``, and per student ``results.json`` (Gradescope),
 ``feedback.md`` and ``grade.json``; the reference arrays and their manifest go
-to ``DIR/_reference/``. A submission whose hash did not change since it was
-graded against the same manifest is skipped unless ``--force``.
+to ``DIR/_reference/``. Every run draws new inputs from a new secret salt;
+with ``--reference MANIFEST`` a run reuses that manifest and its inputs, and
+then a submission whose hash did not change since it was graded against the
+same manifest is skipped unless ``--force``.
 
 ``--extra-tests PATH``: a Python file with the same registry format as
 ``tests/exercises/cases.py`` - a list ``CASES`` of objects with ``id``,
 ``chapter``, ``exercise``, ``points``, ``requires``, ``produce``,
-``expected``, ``rtol``, ``atol``, ``hint`` - and optionally a literal
-``NOTEBOOKS`` dict for new chapters. It is run only inside the children (the
-course's cases module is importable there as ``course_exercise_cases``, e.g.
-``from course_exercise_cases import Case, to_array``); its cases are checked
-against the solutions like the course's own and add to the maximum score.
+``expected``, ``rtol``, ``atol``, ``hint`` (optionally ``robust``) - and
+optionally a literal ``NOTEBOOKS`` dict for new chapters. The trusted reference
+run uses it as written; the student's process gets its *student copy*
+(:mod:`course_lib.grading.casefile`): every ``expected=`` / ``robust=`` argument
+becomes ``None`` and what only they used is dropped, so pass answers only
+through them. The course's cases module is importable there as
+``course_exercise_cases`` (e.g. ``from course_exercise_cases import Case,
+to_array``); draw random inputs with its ``_randn``/``_randint`` to have them
+drawn anew for every run. Its cases are checked against the solutions like the
+course's own and add to the maximum score.
 
 Exit status: 0 when every submission has its row (whatever the students'
 scores), 2 for a usage or reference error (bad option, missing or failing
@@ -39,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import threading
@@ -100,9 +117,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cases", type=Path, default=None, metavar="PATH",
                    help="the course's cases registry (default: tests/exercises/cases.py)")
     p.add_argument("--reference", type=Path, default=None, metavar="MANIFEST",
-                   help="reuse this reference manifest.json if it still matches the solutions and cases")
-    p.add_argument("--sandbox", default="auto", choices=["auto", "namespaces", "userns", "plain"],
+                   help="reuse this reference manifest.json and its drawn inputs (it must match the solutions, "
+                        "cases and grader); without it every run draws new inputs")
+    p.add_argument("--sandbox", default="auto", choices=["auto", "namespaces", "userns", "nobody", "unsafe"],
                    help="sandbox strength (default: the strongest that works here)")
+    p.add_argument("--unsafe-sandbox", action="store_true",
+                   help="grade even where no sandbox protects the grades (student code then runs as your user, "
+                        "with your network and files); without it the grader refuses and says how to fix that")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
@@ -119,6 +140,20 @@ def _print_table(results, out=sys.stdout) -> None:
             print("  ".join("-" * w for w in widths), file=out)
 
 
+def write_run_files(out_dir: Path, subs, results, exercises: list[str], summary: dict) -> None:
+    """Write ``grades.csv`` and ``summary.json`` (atomically), both mapping each id to its source.
+
+    ``grades.csv`` gets a ``source`` column and ``summary`` a ``"sources"`` key:
+    student id -> the folder/file name the id was made from
+    (:attr:`~course_lib.grading.intake.Submission.source`).
+    """
+    from .report import atomic_write, grades_csv
+
+    sources = {sub.student: sub.source for sub in sorted(subs, key=lambda s: s.student)}
+    atomic_write(out_dir / "grades.csv", grades_csv(results, exercises, sources))
+    atomic_write(out_dir / "summary.json", json.dumps({**summary, "sources": sources}, indent=1))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the grading command; returns the exit status (see the module docstring).
 
@@ -128,9 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     from .grader import (GradingConfig, ReferenceError, build_reference, grade_submission, grader_fingerprint,
-                         invalid_result, new_work_base, previous_result, _versions)
+                         invalid_result, new_work_base, previous_result, versions)
     from .intake import discover, submission_hash
-    from .report import atomic_write, grades_csv, write_student_files
+    from .report import write_student_files
+    from .grader import reachable_by_nobody
     from .sandbox import Limits, Supervisor, probe_sandbox, remove_tree
 
     def fail(msg: str) -> int:
@@ -170,11 +206,23 @@ def main(argv: list[str] | None = None) -> int:
     log = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
     try:
         try:
-            info = probe_sandbox(work_base, supervisor, args.sandbox)
-        except (RuntimeError, ValueError) as exc:
+            info = probe_sandbox(work_base, supervisor, args.sandbox, allow_unsafe=args.unsafe_sandbox,
+                                 single=args.single)
+        except (RuntimeError, ValueError) as exc:  # UnsafeSandboxError included
             return fail(str(exc))
-        log(f"sandbox: {info.mode} (child user: {info.drop or 'same as grader'}; "
-            f"network {'isolated' if info.network else 'NOT isolated'})")
+        if info.mode == "nobody":
+            os.chmod(out_dir, 0o700)
+            reachable = reachable_by_nobody(config, single=args.single)
+            info.permissions_checked = not reachable
+            if reachable:
+                info.notes.append("UNSAFE: nobody can read " + ", ".join(reachable))
+            if reachable and not args.unsafe_sandbox:
+                return fail("without namespaces the student's process runs as nobody and could read: "
+                            + ", ".join(reachable) + ". Fix: chmod -R go-rwx " + " ".join(reachable)
+                            + " (or pass --unsafe-sandbox)")
+        log(f"sandbox: {info.mode}" + ("" if info.safe else " (UNSAFE: grades are not protected)"))
+        for what, sentence in info.describe()["statement"].items():
+            log(f"  {what}: {sentence}")
         for note in info.notes:
             log(f"sandbox note: {note}")
         try:
@@ -224,26 +272,18 @@ def main(argv: list[str] | None = None) -> int:
         if bar is not None:
             bar.close()
         supervisor.sweep()
-        by_student = {r.student: r for r in results}
-        for home in list(supervisor.strays_by_home):  # strays killed by another job's sweep
-            owner = by_student.get(supervisor.owners.get(home, ""))
-            late = supervisor.take_strays(home)
-            if owner is not None and late:
-                owner.flags.append(f"left {late} process(es) running after its child ended (killed)")
-            elif late:
-                unattributed_strays += late
+        unattributed_strays = supervisor.strays  # only possible without a PID namespace
         # Rewrite every report now that no child runs any more.
         for r in results:
             write_student_files(out_dir, r)
         exercises = ref.exercises()
-        atomic_write(out_dir / "grades.csv", grades_csv(results, exercises))
         statuses: dict[str, int] = {}
         for r in results:
             statuses[r.status] = statuses.get(r.status, 0) + 1
         summary = {
             "grader": {"name": "course_lib.grading", "sha256": grader_fingerprint(),
                        "argv": [str(a) for a in (argv if argv is not None else sys.argv[1:])]},
-            "versions": _versions(),
+            "versions": versions(),
             "child_versions": ref.manifest.get("child_versions", {}),
             "platform": platform.platform(),
             "manifest_sha256": ref.sha256,
@@ -263,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
             "started": started_at,
             "seconds": round(time.monotonic() - started, 2),
         }
-        atomic_write(out_dir / "summary.json", json.dumps(summary, indent=1))
+        write_run_files(out_dir, subs, results, exercises, summary)
         _print_table(results)
         print(f"\n{len(results)} submissions ({summary['graded_now']} graded now, "
               f"{summary['unchanged_skipped']} unchanged) in {summary['seconds']:.1f}s; "

@@ -1,11 +1,12 @@
 """Read a child's result arrays without trusting them, and compare them with the reference.
 
 Runs in the grader's parent, which never runs student code. Every array comes
-from a ``.npy`` file that the (dead) child wrote; it is opened without
-following symbolic links, size-capped, checked to be a real ``.npy`` file
-(not an ``.npz`` archive), loaded with ``allow_pickle=False``, and must be a
-plain ``float64``, ``int64`` or ``bool`` array. It is then compared with the
-reference array of the same key - computed by running the same case on the
+from the child's result message (base64 ``.npy`` bytes, see
+:mod:`course_lib.grading.child`) or from a file the grader wrote; it is
+checked to be a real ``.npy`` (not an ``.npz`` archive or a pickle), loaded
+with ``allow_pickle=False``, size-capped, and must be a plain ``float64``,
+``int64`` or ``bool`` array. It is then compared with the reference array of
+the same key - computed by running the same case, on the same inputs, on the
 course's ``solutions/`` - with the case's tolerances.
 
 Source: the exercise/grader contract (``tests/exercises/CONTRACT.md``).
@@ -13,17 +14,20 @@ Source: the exercise/grader contract (``tests/exercises/CONTRACT.md``).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import io
-import json
 import os
 import stat
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ResultError", "CaseVerdict", "read_array", "read_case_dir", "compare_arrays", "judge_case"]
+__all__ = ["ResultError", "CaseVerdict", "read_array", "read_input_array", "decode_arrays", "read_file_at",
+           "compare_arrays", "judge_case"]
 
 _ALLOWED = {np.dtype(np.float64): "f", np.dtype(np.int64): "i", np.dtype(np.bool_): "b"}
+_INPUT_DTYPES = {*_ALLOWED, np.dtype(np.float32)}
 _KIND_WORDS = {"f": "float", "i": "integer", "b": "bool"}
 MAX_ARRAY_BYTES = 64 << 20
 MAX_INFO_BYTES = 64 << 10
@@ -67,67 +71,62 @@ def _read_file(dir_fd: int, name: str, limit: int) -> bytes:
         os.close(fd)
 
 
-def read_array(data: bytes) -> np.ndarray:
+def read_array(data: bytes, allowed=_ALLOWED) -> np.ndarray:
     """Parse ``.npy`` bytes into a plain ``float64``/``int64``/``bool`` array.
 
     Raises:
         ResultError: not ``.npy`` (e.g. an ``.npz`` zip or a pickle), object or
-            structured dtype, another dtype, or unreadable.
+            structured dtype, another dtype, too big, or unreadable.
     """
+    if len(data) > MAX_ARRAY_BYTES:
+        raise ResultError(f"the result is too big ({len(data)} bytes)")
     if not data.startswith(b"\x93NUMPY"):
-        raise ResultError("the result is not a .npy array file")
+        raise ResultError("the result is not a .npy array")
     try:
         arr = np.load(io.BytesIO(data), allow_pickle=False)
     except Exception as exc:  # noqa: BLE001 - any parse failure is a bad result
-        raise ResultError(f"the result file cannot be read as an array ({type(exc).__name__}: {exc})") from None
+        raise ResultError(f"the result cannot be read as an array ({type(exc).__name__}: {exc})") from None
     if type(arr) is not np.ndarray:
         raise ResultError("the result is not a plain array")
-    if arr.dtype not in _ALLOWED:
+    if arr.dtype not in allowed:
         raise ResultError(f"the result has dtype {arr.dtype}; expected float64, int64 or bool")
     return arr
+
+
+def read_input_array(data: bytes) -> np.ndarray:
+    """:func:`read_array` for a case's drawn inputs, which may also be ``float32``."""
+    return read_array(data, _INPUT_DTYPES)
+
+
+def decode_arrays(encoded: object, reader=read_array) -> dict[str, np.ndarray | ResultError]:
+    """``{key: base64 .npy text}`` from a child's message -> ``{key: array or ResultError}`` (untrusted input)."""
+    if not isinstance(encoded, dict):
+        return {}
+    out: dict[str, np.ndarray | ResultError] = {}
+    for key, text in list(encoded.items())[:1000]:
+        if not isinstance(key, str) or not isinstance(text, str) or len(key) > 200:
+            continue
+        if len(text) > MAX_ARRAY_BYTES * 4 // 3 + 8:
+            out[key] = ResultError("the result is too big")
+            continue
+        try:
+            out[key] = reader(base64.b64decode(text.encode("ascii"), validate=True))
+        except (ValueError, UnicodeEncodeError, binascii.Error):
+            out[key] = ResultError("the result is not base64 .npy data")
+        except ResultError as exc:
+            out[key] = exc
+    return out
+
+
+def read_file_at(dir_fd: int, name: str, limit: int = MAX_ARRAY_BYTES) -> bytes:
+    """The bytes of ``name`` in the open folder ``dir_fd`` (no symbolic links, size-capped)."""
+    return _read_file(dir_fd, name, limit)
 
 
 def open_dir(path: str, dir_fd: int | None = None) -> int:
     """Open a directory without following a symbolic link (``O_DIRECTORY | O_NOFOLLOW``)."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     return os.open(path, flags, dir_fd=dir_fd)
-
-
-def read_case_dir(results_fd: int, case_id: str, keys: list[str]) -> tuple[dict[str, np.ndarray | ResultError], dict]:
-    """Read ``<case_id>/<key>.npy`` for each expected key, and ``<case_id>.json``.
-
-    Args:
-        results_fd: an open descriptor of the child's ``results`` folder.
-        case_id: the case.
-        keys: the keys the reference has (only these files are opened).
-
-    Returns:
-        ``({key: array or ResultError}, info)`` where ``info`` is the child's
-        JSON note (``{"error": str|None, ...}``; ``{}`` when missing or bad) -
-        untrusted text, used only as feedback for the student.
-    """
-    arrays: dict[str, np.ndarray | ResultError] = {}
-    try:
-        info_raw = _read_file(results_fd, f"{case_id}.json", MAX_INFO_BYTES)
-        info = json.loads(info_raw.decode("utf-8", errors="replace"))
-        if not isinstance(info, dict):
-            info = {}
-    except (ResultError, ValueError):
-        info = {}
-    try:
-        case_fd = open_dir(case_id, dir_fd=results_fd)
-    except OSError:
-        err = ResultError("no result was recorded")
-        return {k: err for k in keys}, info
-    try:
-        for key in keys:
-            try:
-                arrays[key] = read_array(_read_file(case_fd, f"{key}.npy", MAX_ARRAY_BYTES))
-            except ResultError as exc:
-                arrays[key] = exc
-    finally:
-        os.close(case_fd)
-    return arrays, info
 
 
 def compare_arrays(key: str, got: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> str | None:
@@ -197,53 +196,50 @@ class CaseVerdict:
     child_error: str | None = None
 
 
-def judge_case(case: dict, results_fd: int | None, reference: dict[str, np.ndarray],
+def judge_case(case: dict, message: dict | None, reference: dict[str, np.ndarray],
                chapter_status: str | None = None) -> CaseVerdict:
-    """Score one case from the child's files against the reference arrays.
+    """Score one case from the child's result message against the reference arrays.
 
     Args:
         case: the case's manifest entry (``id``, ``exercise``, ``function``,
             ``points``, ``rtol``, ``atol``, ``hint``).
-        results_fd: descriptor of the child's ``results`` folder, or ``None``
-            when there is none (e.g. an invalid submission).
-        reference: ``{key: array}`` of the solutions.
+        message: the child's message for this case (``{"arrays": ..., "error": ...}``;
+            untrusted), or ``None`` when none arrived in the chapter's time.
+        reference: ``{key: array}`` of the solutions on the same inputs.
         chapter_status: the parent's label of the chapter (``"timeout"``,
             ``"crashed"``, ...), used in the message when nothing was recorded.
 
     Returns:
-        a :class:`CaseVerdict`; a case with no recorded result scores 0.
+        a :class:`CaseVerdict`; a case with no result scores 0.
     """
     head = f"Exercise {case['exercise']} ({case['function']}), case {case['id']}"
     verdict = CaseVerdict(case["id"], case["exercise"], case["function"], 0, int(case["points"]), False, "")
-    if results_fd is None:
-        verdict.message = f"{head}: not graded (no usable notebook)."
-        return verdict
-    arrays, info = read_case_dir(results_fd, case["id"], sorted(reference))
-    error = info.get("error") if isinstance(info.get("error"), str) else None
+    message = message if isinstance(message, dict) else {}
+    arrays = decode_arrays(message.get("arrays"))
+    error = message.get("error") if isinstance(message.get("error"), str) else None
     verdict.child_error = error[:2400] if error else None
     problems, failed = [], False
     for key in sorted(reference):
-        got = arrays.get(key)
+        got = arrays.get(key, ResultError("no result was recorded"))
         if isinstance(got, ResultError):
             failed = True
-            if error is None:
+            if error is None and message:
                 problems.append(f"`{key}`: {got}")
             continue
         msg = compare_arrays(key, got, reference[key], float(case["rtol"]), float(case["atol"]))
         if msg:
             failed = True
             problems.append(msg)
-    all_missing = all(isinstance(arrays.get(k), ResultError) for k in reference)
     if not failed and reference:
         verdict.points, verdict.passed = int(case["points"]), True
         return verdict
     lines = []
     if error:
         lines.append(f"your code raised: {error}")
-    elif all_missing and chapter_status in ("timeout", "crashed", "memory"):
+    elif not message:
         lines.append({"timeout": "the chapter ran out of time (an endless loop?) and was stopped",
                       "crashed": "the process stopped before this case was recorded (sys.exit / os._exit / a crash)",
-                      "memory": "the process ran out of memory"}[chapter_status])
+                      "memory": "the process ran out of memory"}.get(chapter_status or "", "no result was recorded"))
     lines.extend(problems)
-    verdict.message = head + ":\n  - " + "\n  - ".join(lines or ["no result was recorded"]) + f"\n  Hint: {case['hint']}"
+    verdict.message = head + ":\n  - " + "\n  - ".join(lines) + f"\n  Hint: {case['hint']}"
     return verdict

@@ -15,6 +15,14 @@ left out, and so are IPython's shell commands and magics (``!pip ...``,
 syntax to plain Python the way Jupyter does it, so that a magic never counts as
 a syntax error, and the translated magic calls are demo statements.
 
+Any bytes a student hands in cost bounded time and memory here: a notebook over
+:data:`MAX_NOTEBOOK_BYTES`, or JSON that is too deep, holds oversized numbers
+or does not fit in memory, is a :class:`SubmissionError` (never a
+``RecursionError`` or ``MemoryError``); IPython's translation, which
+re-tokenises a whole cell for every magic, is used only while it stays cheap
+(a cell full of magics gets the linear line rules instead), so the time taken
+is linear in the size of the notebook.
+
 Beware: keeping a definition is not the same as not running code. Decorators,
 default argument values and class bodies run when the definition runs (see
 ``GRADER-NOTES.md``); run untrusted submissions in a separate process.
@@ -36,9 +44,10 @@ import types
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
-__all__ = ["SubmissionError", "extract_source", "load_namespace", "code_cell_numbers", "rename_cells"]
+__all__ = ["SubmissionError", "extract_source", "load_namespace", "code_cell_numbers", "rename_cells",
+           "rename_cells_with", "MAX_NOTEBOOK_BYTES"]
 
 
 class SubmissionError(ValueError):
@@ -54,57 +63,23 @@ class SubmissionError(ValueError):
 # ---------------------------------------------------------------------------
 # Reading the notebook
 # ---------------------------------------------------------------------------
-def code_cell_numbers(notebook: str | PathLike[str]) -> dict[int, int]:
-    """Map this module's cell numbers (all cells, from 1) to code-cell numbers (code cells only, from 1).
-
-    Jupyter shows no cell numbers, and a student counting "cell 4" rarely
-    counts the markdown cells: messages to students (the check command's and
-    the grader's feedback) say "code cell N" instead. Returns ``{}`` when the
-    file cannot be read as a notebook (never raises).
-
-    Args:
-        notebook: path of an ``.ipynb`` file.
-    """
-    try:
-        nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
-        cells = nb["cells"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
-    out: dict[int, int] = {}
-    code = 0
-    for number, cell in enumerate(cells if isinstance(cells, list) else [], start=1):
-        if isinstance(cell, dict) and cell.get("cell_type") == "code":
-            code += 1
-            out[number] = code
-    return out
+#: largest notebook file read (bytes): a little above the grader's intake cap (20 MiB), so that
+#: the cap only stops files that the grader would not accept either.
+MAX_NOTEBOOK_BYTES = 24 << 20
+#: the "code cell N" numbering covers this many cells at most (a real notebook has a few dozen).
+MAX_NUMBERED_CELLS = 10_000
 
 
-def rename_cells(text: str, notebook: str | PathLike[str]) -> str:
-    """Rewrite every ``cell N`` (this module's numbering) in ``text`` as ``code cell M`` of ``notebook``.
+def _read_notebook(notebook_path: str | PathLike[str]) -> tuple[Path, dict]:
+    """Return the path and the parsed JSON object of a notebook (nbformat 4, with a ``cells`` list).
 
-    Numbers that are not code cells of ``notebook``, and text already saying
-    ``code cell``, are left unchanged; an unreadable notebook leaves ``text``
-    unchanged.
-    """
-    numbers = code_cell_numbers(notebook)
-    if not numbers:
-        return text
-
-    def sub(m: re.Match) -> str:
-        number = int(m.group(2))
-        return f"{m.group(1)}code cell {numbers[number]}" if number in numbers else m.group(0)
-
-    return re.sub(r"(^|[^\w ]|(?<!code) )cell (\d+)\b", sub, text)
-
-
-def _read_code_cells(notebook_path: str | PathLike[str]) -> tuple[Path, list[tuple[int, str]]]:
-    """Return the path and ``[(cell_number, source), ...]`` of the code cells.
-
-    ``cell_number`` counts every cell of the notebook from 1 (markdown cells
-    included), which is the number a student sees when counting cells.
+    Bounded in time and memory for any file: the size is capped
+    (:data:`MAX_NOTEBOOK_BYTES`), and JSON that is too deeply nested, holds
+    oversized numbers or does not fit in memory is refused.
 
     Raises:
-        SubmissionError: missing file, not UTF-8 JSON, not an nbformat-4 notebook.
+        SubmissionError: missing, too large, unreadable, not UTF-8 JSON, or not
+            an nbformat-4 notebook. Never anything else for bad content.
     """
     path = Path(notebook_path)
     if not path.is_file():
@@ -113,10 +88,7 @@ def _read_code_cells(notebook_path: str | PathLike[str]) -> tuple[Path, list[tup
             f"notebook {str(path)!r} not found ({where}). Save your notebook under its "
             f"original name ({path.name}) in the folder being checked."
         )
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SubmissionError(f"notebook {str(path)!r} cannot be read as UTF-8 text: {exc}") from exc
+    text = _read_text(path)
     try:
         nb = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -124,7 +96,13 @@ def _read_code_cells(notebook_path: str | PathLike[str]) -> tuple[Path, list[tup
             f"notebook {str(path)!r} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
             f"a .ipynb file must be saved by Jupyter, not edited by hand. Re-download the exercise "
             f"notebook and copy your code back into it."
-        ) from exc
+        ) from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # too deep, a 5000-digit number, too big
+        raise SubmissionError(
+            f"notebook {str(path)!r} cannot be read: its JSON is not what Jupyter writes "
+            f"({type(exc).__name__}: {str(exc)[:120]}). Re-download the exercise notebook and copy "
+            f"your code back into it."
+        ) from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         raise SubmissionError(
             f"{str(path)!r} is JSON but not a Jupyter notebook (expected an object with a "
@@ -133,6 +111,96 @@ def _read_code_cells(notebook_path: str | PathLike[str]) -> tuple[Path, list[tup
     major = nb.get("nbformat")
     if isinstance(major, int) and major < 4:
         raise SubmissionError(f"notebook {str(path)!r} has nbformat {major}; expected 4 (save it with a current Jupyter)")
+    return path, nb
+
+
+def _read_text(path: Path) -> str:
+    """The file's text (UTF-8), refusing files over :data:`MAX_NOTEBOOK_BYTES`."""
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_NOTEBOOK_BYTES + 1)
+    except OSError as exc:
+        raise SubmissionError(f"notebook {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+    if len(data) > MAX_NOTEBOOK_BYTES:
+        raise SubmissionError(
+            f"notebook {str(path)!r} is larger than {MAX_NOTEBOOK_BYTES >> 20} MiB; clear the cell "
+            f"outputs (Edit > Clear All Outputs), save and try again."
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SubmissionError(f"notebook {str(path)!r} cannot be read as UTF-8 text: {exc}") from None
+
+
+def _cell_numbers(cells: list) -> dict[int, int]:
+    """``{cell number: code-cell number}`` for the code cells among the first :data:`MAX_NUMBERED_CELLS`."""
+    out: dict[int, int] = {}
+    code = 0
+    for number, cell in enumerate(cells[:MAX_NUMBERED_CELLS], start=1):
+        if isinstance(cell, dict) and cell.get("cell_type") == "code":
+            code += 1
+            out[number] = code
+    return out
+
+
+def code_cell_numbers(notebook: str | PathLike[str]) -> dict[int, int]:
+    """Map this module's cell numbers (all cells, from 1) to code-cell numbers (code cells only, from 1).
+
+    Jupyter shows no cell numbers, and a student counting "cell 4" rarely
+    counts the markdown cells: messages to students (the check command's and
+    the grader's feedback) say "code cell N" instead. Returns ``{}`` when the
+    file cannot be read as a notebook (never raises for bad content).
+
+    Args:
+        notebook: path of an ``.ipynb`` file.
+    """
+    try:
+        return _cell_numbers(_read_notebook(notebook)[1]["cells"])
+    except SubmissionError:
+        return {}
+
+
+_CELL_REFERENCE = re.compile(r"(^|[^\w ]|(?<!code) )cell ([0-9]{1,9})\b")
+
+
+def rename_cells_with(text: str, cell_numbers: Mapping[int, int]) -> str:
+    """Rewrite every ``cell N`` in ``text`` as ``code cell M``, with ``cell_numbers`` (``{N: M}``).
+
+    Pure: ``cell_numbers`` comes from :func:`code_cell_numbers` or from
+    :func:`course_lib.grading.inspect_notebooks.inspect_notebooks`, so that the
+    caller need not read the notebook again. Numbers not in the mapping, and
+    text already saying ``code cell``, are left unchanged.
+    """
+    if not cell_numbers:
+        return text
+
+    def sub(m: re.Match) -> str:
+        number = int(m.group(2))
+        return f"{m.group(1)}code cell {cell_numbers[number]}" if number in cell_numbers else m.group(0)
+
+    return _CELL_REFERENCE.sub(sub, text)
+
+
+def rename_cells(text: str, notebook: str | PathLike[str]) -> str:
+    """Rewrite every ``cell N`` (this module's numbering) in ``text`` as ``code cell M`` of ``notebook``.
+
+    Numbers that are not code cells of ``notebook``, and text already saying
+    ``code cell``, are left unchanged; an unreadable notebook leaves ``text``
+    unchanged. Reads the notebook: with the numbering at hand, use
+    :func:`rename_cells_with`.
+    """
+    return rename_cells_with(text, code_cell_numbers(notebook))
+
+
+def _code_cells(path: Path, nb: dict) -> list[tuple[int, str]]:
+    """``[(cell_number, source), ...]`` of the code cells of a parsed notebook.
+
+    ``cell_number`` counts every cell of the notebook from 1 (markdown cells
+    included), which is the number a student sees when counting cells.
+
+    Raises:
+        SubmissionError: a cell that is not an object, a malformed ``source``.
+    """
     cells: list[tuple[int, str]] = []
     for number, cell in enumerate(nb["cells"], start=1):
         if not isinstance(cell, dict):
@@ -145,21 +213,49 @@ def _read_code_cells(notebook_path: str | PathLike[str]) -> tuple[Path, list[tup
         if not isinstance(source, str):
             raise SubmissionError(f"notebook {str(path)!r}: cell {number} has a malformed 'source' field")
         cells.append((number, source))
-    return path, cells
+    return cells
+
+
+def _read_code_cells(notebook_path: str | PathLike[str]) -> tuple[Path, list[tuple[int, str]]]:
+    """Return the path and ``[(cell_number, source), ...]`` of the code cells.
+
+    Raises:
+        SubmissionError: missing file, not UTF-8 JSON, not an nbformat-4 notebook.
+    """
+    path, nb = _read_notebook(notebook_path)
+    return path, _code_cells(path, nb)
 
 
 # ---------------------------------------------------------------------------
 # IPython syntax -> Python
 # ---------------------------------------------------------------------------
-_SHELL_ASSIGN = re.compile(r"^\s*[\w.,\s\[\]()*]+=\s*[!%]")
+# No leading "\s*": the class already matches spaces, and "\s*[...\s...]+" is quadratic on a long blank line.
+_SHELL_ASSIGN = re.compile(r"^[\w.,\s\[\]()*]+=\s*[!%]")
 _HELP = re.compile(r"^\s*(\?{1,2}[\w.]+|[\w.]+\?{1,2})\s*$")
+#: a line that IPython's token transforms might rewrite: an escape character first (shell, magic,
+#: help, autocall), "= !"/"= %" (shell/magic assignment) or a trailing "?" (help). A superset.
+_IPYTHON_LINE = re.compile(r"^[ \t\f]*[!?%,;/]|=[ \t\f]*[!%]|\?[ \t\f\\]*$", re.M)
+#: IPython re-tokenises the whole cell once per transform, so a cell costs about
+#: (candidate lines + 1) x its length. Above these (characters tokenised; IPython manages
+#: 100 000 to 300 000 a second) the cell, or the rest of the notebook, uses the linear line rules.
+_IPYTHON_CELL_COST = 50_000
+_IPYTHON_NOTEBOOK_COST = 200_000
+
+
+@dataclass
+class _Budget:
+    """What is left of one notebook's allowance for IPython's translation (in characters tokenised)."""
+
+    left: int = _IPYTHON_NOTEBOOK_COST
 
 
 def _strip_magics_fallback(source: str) -> str:
     """Replace IPython-only lines by ``pass``, keeping the line count.
 
-    Used only when IPython is not importable. A cell that starts with a cell
-    magic (``%%``) is blanked entirely (its body need not be Python).
+    Linear in the size of the cell. Used when IPython is not importable and for
+    cells too large or too full of magics for IPython's (quadratic) translation.
+    A cell that starts with a cell magic (``%%``) is blanked entirely (its body
+    need not be Python).
     """
     lines = source.split("\n")
     first = next((ln for ln in lines if ln.strip()), "")
@@ -180,8 +276,14 @@ def _strip_magics_fallback(source: str) -> str:
 _PYTHON_BODY_CELL_MAGICS = re.compile(r"^%%(time|capture)\b")
 
 
-def _to_python(source: str) -> str:
-    """Translate one cell from IPython syntax to plain Python (as Jupyter runs it)."""
+def _to_python(source: str, budget: _Budget | None = None) -> str:
+    """Translate one cell from IPython syntax to plain Python (as Jupyter runs it).
+
+    IPython's own translation is used while its cost stays small (see
+    :data:`_IPYTHON_CELL_COST`; ``budget`` is the notebook's allowance, spent
+    here); otherwise :func:`_strip_magics_fallback`. Either way the time taken
+    is linear in the size of the cell.
+    """
     lines = source.split("\n")
     first = next((i for i, ln in enumerate(lines) if ln.strip()), None)
     if first is not None and _PYTHON_BODY_CELL_MAGICS.match(lines[first].strip()):
@@ -191,10 +293,28 @@ def _to_python(source: str) -> str:
         from IPython.core.inputtransformer2 import TransformerManager
     except ImportError:  # pragma: no cover - exercised through monkeypatching in the tests
         return _strip_magics_fallback(source)
+    budget = budget if budget is not None else _Budget()
+    candidates = sum(1 for _ in _IPYTHON_LINE.finditer(source))
+    cost = (candidates + 1) * len(source)
     try:
-        return TransformerManager().transform_cell(source)
+        manager = TransformerManager()
+        if candidates == 0:  # nothing for the token transforms: skip the tokeniser
+            return _line_transforms(manager, source)
+        if cost > min(_IPYTHON_CELL_COST, budget.left):
+            return _strip_magics_fallback(_line_transforms(manager, source, cell_magic=False))
+        budget.left -= cost
+        return manager.transform_cell(source)
     except Exception:  # IPython gave up on odd input: keep going with the simple rules
         return _strip_magics_fallback(source)
+
+
+def _line_transforms(manager, source: str, cell_magic: bool = True) -> str:
+    """IPython's cheap line-based clean-up (leading blank lines and indentation, ``>>>`` prompts)
+    and, with ``cell_magic``, its ``%%`` translation; ``transform_cell`` without the token transforms."""
+    lines = (source if source.endswith("\n") else source + "\n").splitlines(keepends=True)
+    for transform in manager.cleanup_transforms + (manager.line_transforms if cell_magic else []):
+        lines = transform(lines)
+    return "".join(lines)
 
 
 # ---------------------------------------------------------------------------
@@ -243,10 +363,16 @@ class _Chunk:
 def _extract(notebook_path: str | PathLike[str]) -> tuple[Path, list[str], list[_Chunk]]:
     """Return the path, the ``__future__`` imports and the kept chunks, in order."""
     path, cells = _read_code_cells(notebook_path)
+    return (path, *_extract_cells(path, cells))
+
+
+def _extract_cells(path: Path, cells: list[tuple[int, str]]) -> tuple[list[str], list[_Chunk]]:
+    """The ``__future__`` imports and the kept chunks of ``cells`` (from :func:`_code_cells`), in order."""
     futures: list[str] = []
     chunks: list[_Chunk] = []
+    budget = _Budget()
     for number, raw in cells:
-        source = _to_python(raw)
+        source = _to_python(raw, budget)
         try:
             # Compile the whole cell (as Jupyter would run it) so that errors only the
             # compiler sees ('return' outside a function, ...) are reported too.
@@ -279,7 +405,7 @@ def _extract(notebook_path: str | PathLike[str]) -> tuple[Path, list[str], list[
                 chunks.append(_Chunk(number, node.lineno, ast.unparse(node)))
             else:
                 chunks.append(_Chunk(number, start, "\n".join(lines[start - 1 : end])))
-    return path, futures, chunks
+    return futures, chunks
 
 
 def _assemble(path: Path, futures: list[str], chunks: list[_Chunk]) -> tuple[str, list[tuple[int, int]]]:

@@ -2,18 +2,22 @@
 
 This module is the parent side of the grader (see :mod:`course_lib.grading.cli`
 for the command). It never imports or runs student code - and does not even
-import torch: the cases are run by children (:mod:`.child`), which only write
-arrays. The parent:
+import torch: the cases run in children (:mod:`.child`), which only send arrays.
 
-1. runs the cases on the course's ``solutions/`` in a child, in the same
-   sandbox as the students, checks those arrays against the cases' own
-   independent ``expected()`` values, and stores them with a **manifest**
-   (case ids, points, tolerances, hints, and each array's SHA-256) whose own
-   SHA-256 identifies the grading;
-2. for each submission: reads only its notebooks (:mod:`.intake`), flags
-   structural problems by parsing (:mod:`.static_checks`), runs the cases in a
-   child (:mod:`.sandbox`), and scores each case by comparing the arrays read
-   back with pickling disabled against the reference (:mod:`.compare`).
+1. **Reference.** A secret salt is drawn for the grading run. A child runs the
+   cases on the course's ``solutions/`` with inputs drawn from that salt,
+   checks them against the cases' independent ``expected()`` values, and sends
+   the inputs and the solution's arrays. They are stored with a **manifest**
+   (case ids, points, tolerances, hints, each array's SHA-256) whose own
+   SHA-256 identifies the grading.
+2. **Submissions.** For each one the parent reads only its notebooks
+   (:mod:`.intake`), flags structural problems by parsing (advisory), and runs
+   the cases in a sandboxed child (:mod:`.sandbox`) that gets the *student
+   copy* of the cases (:mod:`.casefile`: no expected value) and the drawn
+   inputs as data - never the salt, the solutions or the reference arrays. Each
+   case is scored by comparing what the child sent, within its chapter's time
+   on the parent's clock, with the reference for exactly those inputs
+   (:mod:`.compare`).
 
 Source: the autograder issue and the exercise/grader contract
 (``tests/exercises/CONTRACT.md``).
@@ -37,20 +41,22 @@ from pathlib import Path
 
 import numpy as np
 
-from .compare import ResultError, compare_arrays, judge_case, open_dir, read_case_dir
+from .casefile import student_copy
+from .compare import ResultError, compare_arrays, decode_arrays, judge_case, read_array, read_input_array
 from .intake import IntakeLimits, Submission, collect_notebooks
-from .report import StudentResult
-from .sandbox import (ChildRun, Limits, SandboxInfo, Supervisor, child_sys_path, make_workdir, remove_tree,
-                      run_chapters)
+from .report import StudentResult, atomic_write
+from .sandbox import (MEMORY_WORDS, ChildRun, ChildSpec, Limits, SandboxInfo, Supervisor, child_sys_path,
+                      make_workdir, needed_paths, nobody_can_reach, remove_tree, run_chapters)
 from .extract import rename_cells
 from .static_checks import check_source
 
-__all__ = ["GradingConfig", "Reference", "ReferenceError", "build_reference", "grade_submission", "cases_notebooks"]
+__all__ = ["GradingConfig", "Reference", "ReferenceError", "build_reference", "grade_submission", "cases_notebooks",
+           "load_reference", "invalid_result", "previous_result", "new_work_base", "grader_fingerprint", "versions",
+           "reachable_by_nobody"]
 
-MANIFEST_FORMAT = "course-grader-manifest/1"
+MANIFEST_FORMAT = "course-grader-manifest/2"
 _CASE_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._-]{0,99}$")
 _KEY = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}$")
-_MEMORY_WORDS = ("MemoryError", "can't allocate memory", "Cannot allocate memory", "bad_alloc", "out of memory")
 
 
 class ReferenceError(RuntimeError):
@@ -71,9 +77,10 @@ class GradingConfig:
         intake: caps on reading submissions.
         jobs: submissions graded at once.
         force: regrade submissions already graded with the same hash.
-        reference_manifest: an existing manifest to reuse if it still matches.
+        reference_manifest: an existing manifest to reuse if it still matches (its
+            drawn inputs too: without it every run draws new ones).
         hide: extra paths to hide from the children (the submissions' folders are added).
-        sandbox: ``auto``/``namespaces``/``userns``/``plain``.
+        sandbox: ``auto``/``namespaces``/``userns``/``unsafe``.
     """
 
     out_dir: Path
@@ -99,12 +106,16 @@ class Reference:
         sha256: SHA-256 of the manifest file's bytes.
         path: the manifest file.
         arrays: case id -> key -> reference array.
+        draws: case id -> input key -> the drawn input (handed to every child).
+        student_cases: the student copies of the cases files (sources).
     """
 
     manifest: dict
     sha256: str
     path: Path
     arrays: dict[str, dict[str, np.ndarray]]
+    draws: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    student_cases: list[str] = field(default_factory=list)
 
     @property
     def cases(self) -> list[dict]:
@@ -176,7 +187,7 @@ def grader_fingerprint() -> str:
     return h.hexdigest()
 
 
-def _versions() -> dict[str, str]:
+def versions() -> dict[str, str]:
     from importlib import metadata
 
     def version(name: str) -> str:
@@ -207,12 +218,12 @@ def _inputs_key(config: GradingConfig, chapters: list[str], notebooks: dict[str,
         "solutions_sha256": sols,
         "chapters": chapters,
         "grader_sha256": grader_fingerprint(),
-        "versions": _versions(),
+        "versions": versions(),
     }
 
 
 def load_reference(manifest_path: Path, expect_inputs: dict | None = None) -> Reference | None:
-    """Load a manifest and its arrays; ``None`` if missing, changed or damaged.
+    """Load a manifest, its reference arrays and drawn inputs; ``None`` if missing, changed or damaged.
 
     Every array file must match the SHA-256 written in the manifest; with
     ``expect_inputs``, the manifest's ``inputs`` must equal it.
@@ -226,35 +237,42 @@ def load_reference(manifest_path: Path, expect_inputs: dict | None = None) -> Re
             return None
         base = manifest_path.parent
         arrays: dict[str, dict[str, np.ndarray]] = {}
-        from .compare import read_array
-
+        draws: dict[str, dict[str, np.ndarray]] = {}
         for case in manifest["cases"]:
-            arrays[case["id"]] = {}
-            for key, meta in case["keys"].items():
-                data = (base / meta["file"]).read_bytes()
-                if _sha256_bytes(data) != meta["sha256"]:
-                    return None
-                arrays[case["id"]][key] = read_array(data)
-        return Reference(manifest, _sha256_bytes(raw), manifest_path, arrays)
+            arrays[case["id"]] = _load_arrays(base, case["keys"], read_array)
+            draws[case["id"]] = _load_arrays(base, case.get("draws", {}), read_input_array)
+        return Reference(manifest, _sha256_bytes(raw), manifest_path, arrays, draws)
     except (OSError, ValueError, KeyError, TypeError, ResultError):
         return None
 
 
+def _load_arrays(base: Path, entries: dict, reader) -> dict[str, np.ndarray]:
+    out = {}
+    for key, meta in entries.items():
+        data = (base / meta["file"]).read_bytes()
+        if _sha256_bytes(data) != meta["sha256"]:
+            raise ValueError(f"{meta['file']} changed")
+        out[key] = reader(data)
+    return out
+
+
 def build_reference(config: GradingConfig, supervisor: Supervisor, info: SandboxInfo, work_base: Path,
                     log=print) -> Reference:
-    """Compute (or reuse) the reference arrays by running the cases on ``solutions/``.
+    """Draw this run's inputs and compute the reference arrays by running the cases on ``solutions/``.
 
     The manifest (``DIR/_reference/manifest.json``) holds: ``format``,
     ``inputs`` (hashes of the cases files and solution notebooks, chapters,
-    grader hash, versions - a change forces a rebuild), ``notebooks``,
-    ``chapters``, ``max_score`` and ``cases`` (``id``, ``chapter``,
+    grader hash, versions), ``notebooks``, ``chapters``, ``max_score``,
+    ``student_cases`` (the cases files) and ``cases`` (``id``, ``chapter``,
     ``exercise``, ``function``, ``points``, ``rtol``, ``atol``, ``hint``,
-    ``requires`` and ``keys``: key -> ``file``, ``sha256``, ``dtype``, ``shape``).
+    ``requires``, ``keys``: key -> ``file``, ``sha256``, ``dtype``, ``shape``;
+    ``draws``: input key -> ``file``, ``sha256``). Only ``--reference`` reuses
+    a manifest (and so its inputs); otherwise every run draws anew.
 
     Raises:
         ReferenceError: a solution notebook is missing; the reference child
             failed; a case raised on the solutions, or its arrays disagree with
-            the case's ``expected()`` (the message lists the cases).
+            the case's ``expected()`` on every draw (the message lists the cases).
     """
     notebooks = cases_notebooks(config.cases_files)
     chapters = config.chapters or sorted(notebooks)
@@ -266,14 +284,16 @@ def build_reference(config: GradingConfig, supervisor: Supervisor, info: Sandbox
         raise ReferenceError(f"solution notebooks missing in {config.solutions_dir}: {', '.join(missing)} "
                              f"(grade fewer chapters with --chapters)")
     inputs = _inputs_key(config, chapters, notebooks)
+    if config.reference_manifest is not None:
+        ref = load_reference(Path(config.reference_manifest), inputs)
+        if ref is None:
+            raise ReferenceError(f"--reference {config.reference_manifest}: missing, damaged or made for other "
+                                 f"cases, solutions, chapters or grader version")
+        log(f"reference: reusing {config.reference_manifest} (sha256 {ref.sha256[:12]}), with its drawn inputs")
+        ref.student_cases = _student_copies(config.cases_files)
+        return ref
+    log(f"reference: drawing this run's inputs and running the cases on {config.solutions_dir} ...")
     ref_dir = config.out_dir / "_reference"
-    for candidate in [config.reference_manifest, ref_dir / "manifest.json"]:
-        if candidate is not None:
-            ref = load_reference(Path(candidate), inputs)
-            if ref is not None:
-                log(f"reference: reusing {candidate} (sha256 {ref.sha256[:12]})")
-                return ref
-    log(f"reference: running the cases on {config.solutions_dir} ...")
     work = make_workdir(work_base, "reference-" + secrets.token_hex(8), info.drop)
     try:
         for ch in chapters:
@@ -285,80 +305,84 @@ def build_reference(config: GradingConfig, supervisor: Supervisor, info: Sandbox
             cases_files.append(str(dst))
         limits = replace(config.limits, chapter_timeout_s=max(config.limits.chapter_timeout_s * 5, 300),
                          submission_timeout_s=max(config.limits.submission_timeout_s * 3, 1800), cpu_s=None)
-        meta_path = work / "out" / "meta.json"
-        run = run_chapters(work, supervisor=supervisor, info=info, limits=limits, sys_path=child_sys_path(),
-                           cases_files=cases_files, chapters=chapters, hide=[], expected=True,
-                           meta_path=str(meta_path))
-        bad = {ch: s for ch, s in run.chapter_status.items() if s != "ok"}
-        if bad or not meta_path.is_file():
+        spec = ChildSpec("reference", cases_files=cases_files, salt=secrets.token_hex(16))
+        run = run_chapters(work, spec, supervisor=supervisor, info=info, limits=limits, sys_path=child_sys_path(),
+                           chapters=chapters, case_ids={})
+        bad = {ch: st for ch, st in run.chapter_status.items() if st != "ok"}
+        if bad or not run.ready.get("cases"):
             raise ReferenceError(f"the reference run on solutions/ failed: chapters {bad or 'unknown'}; "
                                  f"its stderr ends with:\n{run.stderr_tail[-2000:]}")
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        manifest = _assemble_manifest(config, work, meta, chapters, notebooks, inputs, ref_dir)
+        manifest = _assemble_manifest(config, run, chapters, notebooks, inputs, ref_dir)
     finally:
         remove_tree(work)
-    raw = json.dumps(manifest, indent=1, sort_keys=True).encode()
-    from .report import atomic_write
-
-    atomic_write(ref_dir / "manifest.json", raw)
+    atomic_write(ref_dir / "manifest.json", json.dumps(manifest, indent=1, sort_keys=True).encode())
     ref = load_reference(ref_dir / "manifest.json", inputs)
     if ref is None:  # pragma: no cover - just written
         raise ReferenceError("the reference manifest could not be read back")
+    ref.student_cases = _student_copies(config.cases_files)
     log(f"reference: {len(ref.cases)} cases, {manifest['max_score']} points, manifest sha256 {ref.sha256[:12]}")
     return ref
 
 
-def _assemble_manifest(config: GradingConfig, work: Path, meta: dict, chapters: list[str],
-                       notebooks: dict[str, str], inputs: dict, ref_dir: Path) -> dict:
-    from .report import atomic_write
-
-    results_fd = open_dir(str(work / "out" / "results"))
-    expected_fd = open_dir(str(work / "out" / "expected"))
-    problems, cases, seen = [], [], set()
-    arrays_dir = ref_dir / "arrays"
-    if arrays_dir.exists():
-        shutil.rmtree(arrays_dir)
+def _student_copies(cases_files: list[Path]) -> list[str]:
+    """The cases files as the student's process gets them: every expected value removed (:mod:`.casefile`)."""
     try:
-        for c in meta["cases"]:
-            cid = c["id"]
-            if not isinstance(cid, str) or not _CASE_ID.match(cid) or cid in seen:
-                problems.append(f"bad or duplicate case id {cid!r}")
-                continue
-            seen.add(cid)
-            exp, exp_info = read_case_dir(expected_fd, cid, _list_keys(work / "out" / "expected" / cid))
-            got, got_info = read_case_dir(results_fd, cid, _list_keys(work / "out" / "results" / cid))
-            if got_info.get("error"):
-                problems.append(f"{cid}: the solution raised {got_info['error']}")
-                continue
-            if exp_info.get("error"):
-                problems.append(f"{cid}: expected() raised {exp_info['error']}")
-                continue
-            if not exp or set(exp) != set(got) or not all(_KEY.match(k) for k in exp):
-                problems.append(f"{cid}: the solution produced keys {sorted(got)}, expected() gives {sorted(exp)}")
-                continue
-            keys = {}
-            for key in sorted(exp):
-                g, e = got[key], exp[key]
-                if isinstance(g, ResultError) or isinstance(e, ResultError):
-                    problems.append(f"{cid}/{key}: {g if isinstance(g, ResultError) else e}")
-                    continue
-                msg = compare_arrays(key, g, e, float(c["rtol"]), float(c["atol"]))
-                if msg:
-                    problems.append(f"{cid}: solutions disagree with expected(): {msg}")
-                    continue
-                buf = _npy_bytes(g)
-                rel = f"arrays/{cid}/{key}.npy"
-                atomic_write(ref_dir / rel, buf)
-                keys[key] = {"file": rel, "sha256": _sha256_bytes(buf), "dtype": str(g.dtype), "shape": list(g.shape)}
-            if len(keys) == len(exp):
-                entry = {k: c[k] for k in ("id", "chapter", "exercise", "function", "points", "requires", "rtol",
-                                           "atol", "hint")}
-                entry["points"] = int(entry["points"])
-                entry["keys"] = keys
-                cases.append(entry)
-    finally:
-        os.close(results_fd)
-        os.close(expected_fd)
+        return [student_copy(Path(p).read_text(encoding="utf-8"), str(p)) for p in cases_files]
+    except SyntaxError as exc:
+        raise ReferenceError(f"a cases file is not valid Python: {exc}") from None
+
+
+def _store_arrays(ref_dir: Path, folder: str, arrays: dict[str, np.ndarray]) -> dict:
+    """Write each array as ``folder/N.npy`` under ``ref_dir``; the manifest entries."""
+    entries = {}
+    for n, key in enumerate(sorted(arrays)):
+        buf = _npy_bytes(arrays[key])
+        rel = f"{folder}/{n}.npy"
+        atomic_write(ref_dir / rel, buf)
+        entries[key] = {"file": rel, "sha256": _sha256_bytes(buf), "dtype": str(arrays[key].dtype),
+                        "shape": list(arrays[key].shape)}
+    return entries
+
+
+def _reference_problems(cid: str, message: dict | None) -> tuple[list[str], dict, dict]:
+    """Check one case's reference message; ``(problems, solution arrays, drawn inputs)``."""
+    if not isinstance(message, dict):
+        return [f"{cid}: no result from the solutions"], {}, {}
+    if message.get("error"):
+        return [f"{cid}: {message['error']}"], {}, {}
+    got, exp = decode_arrays(message.get("arrays")), decode_arrays(message.get("expected"))
+    draws = decode_arrays(message.get("inputs"), read_input_array)
+    problems = [f"{cid}/{k}: {v}" for k, v in {**got, **exp, **draws}.items() if isinstance(v, ResultError)]
+    if not exp or set(exp) != set(got) or not all(_KEY.match(k) for k in exp):
+        problems.append(f"{cid}: the solution produced keys {sorted(got)}, expected() gives {sorted(exp)}")
+    return problems, got, {"expected": exp, "draws": draws}
+
+
+def _assemble_manifest(config: GradingConfig, run: ChildRun, chapters: list[str], notebooks: dict[str, str],
+                       inputs: dict, ref_dir: Path) -> dict:
+    if ref_dir.exists():
+        remove_tree(ref_dir)
+    problems, cases, seen = [], [], set()
+    for c in run.ready["cases"]:
+        cid = c.get("id")
+        if c.get("chapter") not in chapters:
+            continue
+        if not isinstance(cid, str) or not _CASE_ID.match(cid) or cid in seen:
+            problems.append(f"bad or duplicate case id {cid!r}")
+            continue
+        seen.add(cid)
+        found, got, extra = _reference_problems(cid, run.results.get(cid))
+        if not found:
+            found = [f"{cid}: solutions disagree with expected(): {msg}" for key in sorted(got)
+                     if (msg := compare_arrays(key, got[key], extra["expected"][key], float(c["rtol"]), float(c["atol"])))]
+        if found:
+            problems.extend(found)
+            continue
+        entry = {k: c[k] for k in ("id", "chapter", "exercise", "function", "points", "requires", "rtol", "atol", "hint")}
+        entry["points"] = int(entry["points"])
+        entry["keys"] = _store_arrays(ref_dir, f"arrays/{cid}", got)
+        entry["draws"] = _store_arrays(ref_dir, f"draws/{cid}", extra["draws"])
+        cases.append(entry)
     if problems:
         raise ReferenceError("the solutions do not pass their own cases:\n  " + "\n  ".join(problems[:40]))
     if not cases:
@@ -368,17 +392,10 @@ def _assemble_manifest(config: GradingConfig, work: Path, meta: dict, chapters: 
         "inputs": inputs,
         "notebooks": {ch: notebooks[ch] for ch in chapters},
         "chapters": chapters,
-        "child_versions": meta.get("versions", {}),
+        "child_versions": run.ready.get("versions", {}),
         "max_score": sum(c["points"] for c in cases),
         "cases": cases,
     }
-
-
-def _list_keys(case_dir: Path) -> list[str]:
-    try:
-        return sorted(p.name[:-4] for p in case_dir.iterdir() if p.name.endswith(".npy"))
-    except OSError:
-        return []
 
 
 def _npy_bytes(arr: np.ndarray) -> bytes:
@@ -430,7 +447,6 @@ def grade_submission(sub: Submission, ref: Reference, config: GradingConfig, sup
     flags = list(sub.flags)
     notes: list[str] = []
     work = make_workdir(work_base, secrets.token_hex(12), info.drop)
-    supervisor.owners[str(work / "home")] = sub.student
     try:
         present = []
         for ch in ref.chapters:
@@ -442,16 +458,10 @@ def grade_submission(sub: Submission, ref: Reference, config: GradingConfig, sup
             else:
                 notes.append(f"{ref.notebooks[ch]} is missing from the submission: its exercises score 0.")
         flags.extend(_static_flags(work, ref, present))
-        cases_files = []
-        for i, p in enumerate(config.cases_files):
-            dst = work / "tests" / ("cases.py" if i == 0 else f"extra_{i}.py")
-            _copy_readonly(p, dst)
-            cases_files.append(str(dst))
-        hide = [str(p) for p in [config.solutions_dir, config.out_dir, config.course_root / ".git", *config.hide]]
-        if config.reference_manifest is not None:
-            hide.append(str(Path(config.reference_manifest).parent))
-        run = run_chapters(work, supervisor=supervisor, info=info, limits=config.limits, sys_path=child_sys_path(),
-                           cases_files=cases_files, chapters=present, hide=hide) if present else ChildRun()
+        spec = ChildSpec("student", cases_files=_write_child_files(work, ref, present), hide=_hidden(config))
+        case_ids = {ch: {c["id"] for c in ref.cases if c["chapter"] == ch} for ch in present}
+        run = run_chapters(work, spec, supervisor=supervisor, info=info, limits=config.limits,
+                           sys_path=child_sys_path(), chapters=present, case_ids=case_ids) if present else ChildRun()
         for ch in ref.chapters:
             if ch not in present:
                 run.chapter_status[ch] = "missing"
@@ -460,6 +470,74 @@ def grade_submission(sub: Submission, ref: Reference, config: GradingConfig, sup
         remove_tree(work)
     result.runtime = time.monotonic() - start
     return result
+
+
+def _write_child_files(work: Path, ref: Reference, chapters: list[str]) -> list[str]:
+    """Write the student copies of the cases files and each chapter's drawn inputs; the cases files' paths."""
+    paths = []
+    for i, source in enumerate(ref.student_cases):
+        dst = work / "tests" / ("cases.py" if i == 0 else f"extra_{i}.py")
+        dst.write_text(source, encoding="utf-8")
+        os.chmod(dst, 0o644)
+        paths.append(str(dst))
+    for ch in chapters:
+        index, arrays = {}, {}
+        for c in ref.cases:
+            if c["chapter"] != ch:
+                continue
+            index[c["id"]] = {}
+            for key, value in ref.draws.get(c["id"], {}).items():
+                name = f"a{len(arrays)}"
+                arrays[name] = value
+                index[c["id"]][key] = name
+        np.savez(work / f"inputs-{ch}.npz", **arrays)
+        (work / f"inputs-{ch}.json").write_text(json.dumps(index), encoding="utf-8")
+        for name in (f"inputs-{ch}.npz", f"inputs-{ch}.json"):
+            os.chmod(work / name, 0o644)
+    return paths
+
+
+def reachable_by_nobody(config: GradingConfig, single: bool = False) -> list[str]:
+    """The folders the child must not see that the user nobody can get into (for the ``nobody`` sandbox).
+
+    With ``single`` the submission itself is the student's own and may be reachable.
+    """
+    needed = needed_paths(child_sys_path())
+    own = {str(Path(p).resolve()) for p in config.hide} if single else set()
+    out = []
+    for path in _hidden(config):
+        if path in own or any(_contains(path, p) for p in needed):
+            continue
+        if os.path.exists(path) and nobody_can_reach(path):
+            out.append(path)
+    return out
+
+
+def _contains(folder: str, path: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _hidden(config: GradingConfig) -> list[str]:
+    """Folders the student's process must not see: solutions, reports, submissions, and the repository's
+    own files other than ``course_lib`` (its tests hold the cases and the notebooks' sources)."""
+    hide = [config.solutions_dir, config.out_dir, *config.hide]
+    if config.reference_manifest is not None:
+        hide.append(Path(config.reference_manifest).parent)
+    for p in config.cases_files:
+        hide.append(Path(p).parent)
+    root = config.course_root
+    if (root / "course_lib").is_dir():
+        try:
+            hide.extend(e for e in root.iterdir() if e.name != "course_lib" and e.is_dir() and not e.is_symlink())
+        except OSError:
+            pass
+    out, seen = [], set()
+    for p in hide:
+        p = str(Path(p).resolve())
+        if p not in seen:
+            seen.add(p)
+            out.append(p)
+    return out
 
 
 def _static_flags(work: Path, ref: Reference, chapters: list[str]) -> list[str]:
@@ -481,54 +559,48 @@ def _static_flags(work: Path, ref: Reference, chapters: list[str]) -> list[str]:
 
 
 def _strip_workdir(text: str, work: Path) -> str:
-    """Show ``06_feed_forward.ipynb`` instead of the sandbox's temporary path to it."""
+    """Show ``06_feed_forward.ipynb`` instead of the sandbox's path to it."""
     for base in {str(work / "submission"), os.path.realpath(work / "submission")}:
         text = text.replace(base + os.sep, "")
-    return text
+    return text.replace("<extracted from submission/", "<extracted from ").replace("'submission/", "'")
 
 
 def _judge(sub: Submission, ref: Reference, work: Path, run: ChildRun, flags: list[str],
            notes: list[str], limits: Limits) -> StudentResult:
-    try:
-        results_fd = open_dir(str(work / "out" / "results"))
-    except OSError:
-        results_fd = None
     verdicts = []
-    try:
-        for c in ref.cases:
-            status = run.chapter_status.get(c["chapter"])
-            if status == "missing":
-                v = judge_case(c, None, ref.arrays[c["id"]])
-                v.message = (f"Exercise {c['exercise']} ({c['function']}), case {c['id']}: "
-                             f"the notebook {ref.notebooks[c['chapter']]} is not in the submission.")
-            else:
-                v = judge_case(c, results_fd, ref.arrays[c["id"]], status)
-                # the student's own file names and the "code cell N" numbering of the check command
-                notebook = work / "submission" / ref.notebooks[c["chapter"]]
-                v.message = rename_cells(_strip_workdir(v.message, work), notebook)
-                if v.child_error:
-                    v.child_error = rename_cells(_strip_workdir(v.child_error, work), notebook)
-            verdicts.append(v)
-    finally:
-        if results_fd is not None:
-            os.close(results_fd)
-    memory = run.memory_signs or any(
-        v.child_error and any(w in v.child_error for w in _MEMORY_WORDS) for v in verdicts)
+    for c in ref.cases:
+        status = run.chapter_status.get(c["chapter"])
+        notebook = work / "submission" / ref.notebooks[c["chapter"]]
+        if status == "missing":
+            v = judge_case(c, None, ref.arrays[c["id"]])
+            v.message = (f"Exercise {c['exercise']} ({c['function']}), case {c['id']}: "
+                         f"the notebook {ref.notebooks[c['chapter']]} is not in the submission.")
+        else:
+            v = judge_case(c, run.results.get(c["id"]), ref.arrays[c["id"]], status)
+            # the student's own file names and the "code cell N" numbering of the check command
+            v.message = rename_cells(_strip_workdir(v.message, work), notebook)
+            if v.child_error:
+                v.child_error = rename_cells(_strip_workdir(v.child_error, work), notebook)
+        verdicts.append(v)
+    memory = "memory" in run.chapter_status.values() or any(
+        v.child_error and any(w in v.child_error for w in MEMORY_WORDS) for v in verdicts)
     statuses = set(run.chapter_status.values())
     status = "timeout" if "timeout" in statuses else "memory" if memory else "crashed" if "crashed" in statuses else "ok"
     for ch, s in sorted(run.chapter_status.items()):
         if s == "timeout":
             notes.append(f"Chapter {ch}: stopped after the time limit (an endless loop or very slow code?); "
                          f"its unfinished cases score 0.")
-        elif s == "crashed":
+        elif s in ("crashed", "memory"):
             notes.append(f"Chapter {ch}: the process stopped unexpectedly (sys.exit, os._exit, a crash or too much "
                          f"memory); the cases it had not finished score 0.")
     if memory:
-        notes.append(f"Your code ran out of memory (the limit is {limits.memory_mb} MiB of address space).")
+        notes.append(f"Your code ran out of memory (the limit is {limits.memory_mb} MiB).")
     if run.output_cut:
         notes.append("Your code printed too much: the output was cut at the size limit (this costs no points).")
     if run.killed_strays:
         flags.append(f"left {run.killed_strays} process(es) running after the child ended (killed)")
+    for problem in dict.fromkeys(run.problems):
+        flags.append(f"the child broke the result protocol: {problem}")
     exercises: dict[str, int] = {}
     for v in verdicts:
         exercises[v.exercise] = exercises.get(v.exercise, 0) + v.points

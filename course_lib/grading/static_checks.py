@@ -1,8 +1,10 @@
 """Structural checks of a submission's graded code, by reading it (``ast``), never running it.
 
-Run in the grader's parent on the source that
-:func:`course_lib.grading.extract.extract_source` keeps from a notebook. They
-produce *flags* for the instructor - they never change a score:
+Run on the source that :func:`course_lib.grading.extract.extract_source` keeps
+from a notebook (in the grader, inside the bounded subprocess of
+:mod:`course_lib.grading.inspect_notebooks`). They produce *flags* for the
+instructor - advisory, they never change a score, and each says so: the
+grader's guarantee is its sandbox, not this check.
 
 * ``delegates``: an exercise function (or a helper it calls, or a class it
   uses, defined in the same notebook) refers to the PyTorch built-in or the
@@ -10,13 +12,23 @@ produce *flags* for the instructor - they never change a score:
   e.g. ``F.scaled_dot_product_attention`` in exercise 4.1, ``nn.LayerNorm`` in
   7.1, ``F.cross_entropy(..., label_smoothing=...)`` in 9.1. Names are
   resolved through the notebook's imports (``import torch.nn.functional as F``,
-  ``from torch.nn import LayerNorm as LN`` ...) and ``getattr`` with a literal name.
+  ``from course_lib import masks``, ``import course_lib.masks as m`` ...), the
+  function's own aliases (``fn = torch.nn.functional``, default arguments),
+  ``getattr``/``vars(...)[...]``/``__dict__[...]`` with a name built from
+  literals, ``sys.modules["..."]``, ``importlib.import_module("...")`` and
+  ``__import__("...")``. Also flagged: an exercise name whose last binding is
+  an import (``from torch.nn.functional import gelu`` instead of, or after,
+  ``def gelu``), and a star import from a module that holds the built-in.
 * ``dynamic``: an exercise function uses ``eval``/``exec``/``__import__``/
-  ``importlib`` or ``getattr`` with a computed name (which hides what it calls).
+  ``importlib``, ``getattr`` with a computed name, ``vars``/``globals``,
+  ``sys.modules`` indexed by a computed name... (which hides what it calls).
 * ``reads-outside``: the graded code opens or loads a file by an absolute path,
   a ``..`` path or a ``~`` path (``open``, ``Path``, ``np.load``,
   ``torch.load`` ...), or holds such a path as a string.
 * ``solutions``: the graded code mentions the course's ``solutions`` folder.
+
+The work is linear in the size of the source (references are resolved once,
+with memoisation), and at most :data:`MAX_FLAGS` flags are listed.
 
 Source: the autograder issue ("structural checks flagged for the instructor").
 """
@@ -25,9 +37,11 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+from collections import ChainMap
+from dataclasses import dataclass, field
+from typing import Mapping
 
-__all__ = ["Flag", "BUILTINS_BY_FUNCTION", "check_source"]
+__all__ = ["Flag", "BUILTINS_BY_FUNCTION", "KEYWORD_BUILTINS", "MAX_FLAGS", "ADVISORY", "check_source"]
 
 _SDPA = ("torch.nn.functional.scaled_dot_product_attention", "torch._C._nn.scaled_dot_product_attention",
          "course_lib.attention.scaled_dot_product_attention")
@@ -77,8 +91,6 @@ KEYWORD_BUILTINS: dict[str, tuple[tuple[str, str], ...]] = {
                             ("torch.nn.CrossEntropyLoss", "label_smoothing"),
                             ("torch.nn.modules.loss.CrossEntropyLoss", "label_smoothing")),
 }
-_DYNAMIC = {"eval", "exec", "compile", "__import__", "importlib.import_module", "importlib.__import__", "builtins.eval",
-            "builtins.exec", "runpy.run_path", "runpy.run_module"}
 _FILE_CALLS = {"open", "io.open", "os.open", "pathlib.Path", "pathlib.PosixPath", "numpy.load", "numpy.loadtxt",
                "numpy.fromfile", "numpy.genfromtxt", "torch.load", "json.load", "pickle.load", "os.listdir",
                "os.scandir", "os.walk", "glob.glob", "shutil.copy", "shutil.copyfile", "linecache.getlines",
@@ -89,12 +101,31 @@ _PATHY = re.compile(r"^(~|/(home|root|work|tmp|etc|proc|usr|var|mnt|srv|opt|dev|
 _SOLUTIONS = re.compile(r"solutions?\b", re.I)
 
 
+#: callables that run or import code given as data: always flagged in an exercise function.
+_DYNAMIC = {"eval", "exec", "compile", "__import__", "importlib.import_module", "importlib.__import__",
+            "runpy.run_path", "runpy.run_module"}
+#: look-ups that hide what they reach when the name is computed (or the callable is passed around).
+_INTROSPECTION = {"getattr", "vars", "globals", "locals", "operator.attrgetter", "operator.methodcaller",
+                  "object.__getattribute__"}
+_GETATTR = {"getattr", "object.__getattribute__"}
+_IMPORTERS = {"__import__", "importlib.import_module", "importlib.__import__"}
+_SPELLINGS = (("torch.functional.", "torch.nn.functional."), ("builtins.", ""), ("__builtins__.", ""))
+#: longest reference chain followed (``a.b.c``, ``getattr(...)``...); longer ones are cut, not an error
+_MAX_DEPTH = 100
+#: bindings remembered per local name (``fn = F`` then ``fn = torch``)
+_MAX_BINDINGS = 4
+#: flags reported per notebook; the rest are counted in one last flag
+MAX_FLAGS = 30
+ADVISORY = "flagged for review; the grader's guarantee is the sandbox, not this check"
+
+
 @dataclass(frozen=True)
 class Flag:
     """One structural finding, for the instructor (never changes a score).
 
     Attributes:
-        code: ``delegates``, ``dynamic``, ``reads-outside`` or ``solutions``.
+        code: ``delegates``, ``dynamic``, ``reads-outside``, ``solutions``, or
+            ``more`` (how many findings were left out).
         chapter: two-digit chapter of the notebook.
         exercise: the exercise number, or ``""`` for the whole notebook.
         detail: what was found and where (cell number).
@@ -107,80 +138,372 @@ class Flag:
 
     def __str__(self) -> str:
         where = f" {self.exercise}" if self.exercise else f" ch{self.chapter}"
-        return f"{self.code}{where}: {self.detail}"
+        return f"{self.code}{where}: {self.detail} - {ADVISORY}"
 
 
-class _Aliases:
-    """Resolve names through the module's import statements."""
-
-    def __init__(self) -> None:
-        self.names: dict[str, str] = {}
-
-    def add_import(self, node: ast.stmt) -> None:
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                if a.asname:
-                    self.names[a.asname] = a.name
-                else:
-                    top = a.name.split(".")[0]
-                    self.names[top] = top
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for a in node.names:
-                if a.name != "*":
-                    self.names[a.asname or a.name] = f"{node.module}.{a.name}"
-
-    def resolve(self, node: ast.AST) -> str | None:
-        """Dotted name of ``a.b.c`` / ``getattr(a, "b")``; ``None`` when not a plain reference."""
-        parts: list[str] = []
-        while True:
-            if isinstance(node, ast.Attribute):
-                parts.append(node.attr)
-                node = node.value
-            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
-                  and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
-                  and isinstance(node.args[1].value, str)):
-                parts.append(node.args[1].value)
-                node = node.args[0]
-            elif isinstance(node, ast.Name):
-                base = self.names.get(node.id, node.id)
-                return ".".join([base, *reversed(parts)])
-            else:
-                return None
-
-
+# ---------------------------------------------------------------------------
+# Names: what a reference in the notebook may refer to
+# ---------------------------------------------------------------------------
 def _normalise(name: str) -> str:
-    """Map common public aliases to one spelling (``torch.nn.functional`` for ``F``-style imports)."""
-    for short, full in (("torch.functional.", "torch.nn.functional."),):
+    """One spelling per object: ``torch.functional.x`` as ``torch.nn.functional.x``, ``builtins.getattr`` as ``getattr``."""
+    for short, full in _SPELLINGS:
         if name.startswith(short):
             name = full + name[len(short):]
     return name
 
 
-def _matches(name: str, forbidden: tuple[str, ...]) -> str | None:
-    name = _normalise(name)
-    for f in forbidden:
-        if name == f or name.startswith(f + "."):
-            return f
+def _matches(name: str, forbidden: frozenset[str]) -> str | None:
+    """The entry of ``forbidden`` that ``name`` is, or lies inside (``course_lib.masks.causal_mask`` in ``course_lib.masks``)."""
+    parts = _normalise(name).split(".")
+    for i in range(1, len(parts) + 1):
+        prefix = ".".join(parts[:i])
+        if prefix in forbidden:
+            return prefix
     return None
 
 
-def _cell_of(lines: list[str], lineno: int) -> str:
-    for i in range(min(lineno, len(lines)) - 1, -1, -1):
-        m = re.match(r"^# --- cell (\d+) ---$", lines[i])
+def _related(module: str, forbidden: frozenset[str]) -> bool:
+    """Whether ``from module import *`` may bring in something of ``forbidden``."""
+    module = _normalise(module)
+    return any(f == module or f.startswith(module + ".") or module.startswith(f + ".") for f in forbidden)
+
+
+def _import_targets(node: ast.Import | ast.ImportFrom) -> list[tuple[str, str]]:
+    """``[(bound name, dotted target), ...]`` of an import; the bound name is ``"*"`` for a star import."""
+    if isinstance(node, ast.Import):
+        return [(a.asname or a.name.split(".")[0], a.name if a.asname else a.name.split(".")[0]) for a in node.names]
+    if not node.module or node.level:
+        return []
+    return [(a.asname or a.name, node.module if a.name == "*" else f"{node.module}.{a.name}") for a in node.names]
+
+
+def _imported_names(node: ast.Import | ast.ImportFrom) -> list[str]:
+    """What an import statement imports (``course_lib.masks.causal_mask``, ``torch.nn.functional``)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if not node.module or node.level:
+        return []
+    return [node.module if a.name == "*" else f"{node.module}.{a.name}" for a in node.names]
+
+
+def _const_str(node: ast.AST, strings: Mapping[str, str], depth: int = 0) -> str | None:
+    """The value of a string built from literals (``"ge" + "lu"``, ``f"ge{'lu'}"``, ``"".join(["ge", "lu"])``)
+    and names bound to such strings (``strings``); ``None`` for anything else."""
+    if depth > _MAX_DEPTH:
+        return None
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.Name):
+        return strings.get(node.id)
+    parts: list[ast.AST] | None = None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        parts = [node.left, node.right]
+    elif isinstance(node, ast.JoinedStr):
+        parts = [v.value if isinstance(v, ast.FormattedValue) and v.format_spec is None and v.conversion == -1
+                 else v for v in node.values]
+    elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join"
+          and len(node.args) == 1 and isinstance(node.args[0], (ast.List, ast.Tuple))):
+        sep = _const_str(node.func.value, strings, depth + 1)
+        items = [_const_str(e, strings, depth + 1) for e in node.args[0].elts]
+        return None if sep is None or None in items else sep.join(items)[:1000]
+    if parts is None:
+        return None
+    values = [_const_str(p, strings, depth + 1) for p in parts]
+    return None if None in values else "".join(values)[:1000]
+
+
+@dataclass
+class _Module:
+    """The notebook's top-level bindings, as they are once every cell has run.
+
+    Attributes:
+        names: imported name -> dotted target (``F`` -> ``torch.nn.functional``).
+        defs: name -> its ``def``/``class`` node (the last one of that name).
+        imported: name -> (dotted target, line) for the names whose last binding is an import.
+        stars: ``(module, line)`` of each ``from module import *``.
+        strings: name -> value of the top-level names bound to a string literal.
+    """
+
+    names: dict[str, str] = field(default_factory=dict)
+    defs: dict[str, ast.AST] = field(default_factory=dict)
+    imported: dict[str, tuple[str, int]] = field(default_factory=dict)
+    stars: list[tuple[str, int]] = field(default_factory=list)
+    strings: dict[str, str] = field(default_factory=dict)
+
+
+def _module_bindings(tree: ast.Module) -> _Module:
+    """The top-level bindings of ``tree``, in source order (a later binding replaces an earlier one)."""
+    module = _Module()
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for bound, target in _import_targets(node):
+                if bound == "*":
+                    module.stars.append((target, node.lineno))
+                    continue
+                _unbind(module, bound)
+                module.names[bound] = target
+                module.imported[bound] = (target, node.lineno)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            _unbind(module, node.name)
+            module.defs[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for name, value in _bound_pairs(node):
+                _unbind(module, name)
+                if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    module.strings[name] = value.value
+    return module
+
+
+def _unbind(module: _Module, name: str) -> None:
+    """Forget what ``name`` was bound to (a new binding follows)."""
+    for table in (module.names, module.defs, module.imported, module.strings):
+        table.pop(name, None)
+
+
+class _Scope:
+    """The names visible inside one top-level definition: its own bindings over the module's."""
+
+    def __init__(self, module: _Module) -> None:
+        self.module = module
+        self.local: dict[str, list[str]] = {}
+        self.strings: ChainMap[str, str] = ChainMap({}, module.strings)
+
+    def bind(self, name: str, targets: tuple[str, ...]) -> None:
+        known = self.local.setdefault(name, [])
+        for t in targets:
+            if t not in known and len(known) < _MAX_BINDINGS:
+                known.append(t)
+
+    def lookup(self, name: str) -> tuple[str, ...]:
+        if name in self.local:
+            return tuple(self.local[name])
+        return self.lookup_global(name)
+
+    def lookup_global(self, name: str) -> tuple[str, ...]:
+        return (self.module.names.get(name, name),)
+
+
+class _Resolver:
+    """The dotted names an expression may refer to (``()`` when none), memoised so that a walk is linear.
+
+    Follows attributes, imports, local aliases (``fn = torch.nn.functional``,
+    default arguments), ``getattr(x, "name")`` with a literal or folded name,
+    ``importlib.import_module("m")``/``__import__("m")``, ``sys.modules["m"]``,
+    ``vars(x)["name"]``/``x.__dict__["name"]`` and ``globals()["name"]``.
+    """
+
+    def __init__(self, scope: _Scope) -> None:
+        self.scope = scope
+        self.memo: dict[int, tuple[str, ...]] = {}
+
+    def __call__(self, node: ast.AST, depth: int = 0) -> tuple[str, ...]:
+        if id(node) in self.memo:
+            return self.memo[id(node)]
+        if depth > _MAX_DEPTH:
+            return ()
+        if isinstance(node, ast.Name):
+            out = self.scope.lookup(node.id)
+        elif isinstance(node, ast.Attribute):
+            out = tuple(f"{base}.{node.attr}" for base in self(node.value, depth + 1))
+        elif isinstance(node, ast.Call):
+            out = self._call(node, depth)
+        elif isinstance(node, ast.Subscript):
+            out = self._item(self(node.value, depth + 1), _const_str(node.slice, self.scope.strings))
+        else:
+            out = ()
+        self.memo[id(node)] = out
+        return out
+
+    def _call(self, node: ast.Call, depth: int) -> tuple[str, ...]:
+        """What a call returns, for the calls that return a named object."""
+        args, out = node.args, []
+        for callee in map(_normalise, self(node.func, depth + 1)):
+            name = _const_str(args[0], self.scope.strings) if args else None
+            attribute = _const_str(args[1], self.scope.strings) if len(args) >= 2 else None
+            if callee in _GETATTR and attribute is not None:
+                out += [f"{base}.{attribute}" for base in self(args[0], depth + 1)]
+            elif callee in _IMPORTERS and name:
+                out.append(name if callee != "__import__" or _has_fromlist(node) else name.split(".")[0])
+            elif callee == "vars" and len(args) == 1:
+                out += [f"{base}.__dict__" for base in self(args[0], depth + 1)]
+            elif callee in ("globals", "vars", "locals") and not args:
+                out.append("<globals>")
+            elif callee.endswith(".get") and name is not None:
+                out += self._item((callee[: -len(".get")],), name)
+            elif callee.endswith((".__getattribute__", ".__getattr__")) and name is not None:
+                out.append(f"{callee.rsplit('.', 1)[0]}.{name}")
+        return tuple(out)
+
+    def _item(self, bases: tuple[str, ...], key: str | None) -> tuple[str, ...]:
+        """``base[key]`` for the mappings that hold named objects (modules, namespaces)."""
+        if key is None:
+            return ()
+        out: list[str] = []
+        for base in map(_normalise, bases):
+            if base == "sys.modules":
+                out.append(key)
+            elif base.endswith(".__dict__"):
+                out.append(f"{base[: -len('.__dict__')]}.{key}")
+            elif base == "<globals>":
+                out += self.scope.lookup_global(key)
+        return tuple(out)
+
+
+def _has_fromlist(node: ast.Call) -> bool:
+    """``__import__(name, g, l, fromlist)`` returns ``name`` itself (not its top package) with a non-empty fromlist."""
+    value = node.args[3] if len(node.args) >= 4 else next((k.value for k in node.keywords if k.arg == "fromlist"), None)
+    return value is not None and not (isinstance(value, (ast.List, ast.Tuple)) and not value.elts) \
+        and not (isinstance(value, ast.Constant) and not value.value)
+
+
+def _bind_locals(nodes: list[ast.AST], scope: _Scope, resolve: _Resolver) -> None:
+    """Record a definition's own imports, assignments of names and default arguments (``nodes``: all of
+    its nodes), in source order."""
+    nodes = [n for n in nodes if isinstance(n, (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.NamedExpr,
+                                                ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
+    nodes.sort(key=lambda n: (n.lineno, n.col_offset))
+    for node in nodes:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for bound, target in _import_targets(node):
+                if bound != "*":
+                    scope.bind(bound, (target,))
+            continue
+        for name, value in _bound_pairs(node):
+            text = _const_str(value, scope.strings)
+            if text is not None:
+                scope.strings.maps[0][name] = text
+            elif resolve(value):
+                scope.bind(name, resolve(value))
+
+
+def _bound_pairs(node: ast.AST) -> list[tuple[str, ast.AST]]:
+    """``[(name, value node), ...]`` that an assignment, a walrus or a signature's defaults bind."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        a = node.args
+        positional = a.posonlyargs + a.args
+        pairs = list(zip([p.arg for p in positional[len(positional) - len(a.defaults):]], a.defaults))
+        return pairs + [(p.arg, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+    if isinstance(node, ast.NamedExpr):
+        return [(node.target.id, node.value)]
+    if isinstance(node, ast.AnnAssign):
+        return [(node.target.id, node.value)] if isinstance(node.target, ast.Name) and node.value else []
+    pairs: list[tuple[str, ast.AST]] = []
+    for target in node.targets:  # ast.Assign
+        todo = [(target, node.value)]
+        while todo:
+            t, v = todo.pop()
+            if isinstance(t, ast.Name):
+                pairs.append((t.id, v))
+            elif isinstance(t, (ast.Tuple, ast.List)) and isinstance(v, (ast.Tuple, ast.List)) \
+                    and len(t.elts) == len(v.elts):
+                todo += list(zip(t.elts, v.elts))
+    return pairs
+
+
+# ---------------------------------------------------------------------------
+# What one definition does
+# ---------------------------------------------------------------------------
+@dataclass
+class _Facts:
+    """What one top-level definition refers to (line numbers in the extracted source).
+
+    Attributes:
+        uses: ``(dotted name, line)`` of every reference that resolves to a dotted name.
+        imports: ``(dotted name, line)`` of every import, static or through a call.
+        calls: ``(callee, keyword names, line)`` of every call with a resolved callee.
+        dynamic: ``(subject, what it does, line)``: code that hides what it calls.
+        helpers: the notebook's other definitions it names.
+    """
+
+    uses: list[tuple[str, int]] = field(default_factory=list)
+    imports: list[tuple[str, int]] = field(default_factory=list)
+    calls: list[tuple[str, frozenset[str], int]] = field(default_factory=list)
+    dynamic: list[tuple[str, str, int]] = field(default_factory=list)
+    helpers: set[str] = field(default_factory=set)
+
+
+def _facts(definition: ast.AST, module: _Module) -> _Facts:
+    """Walk one definition once (decorators, defaults and bases included)."""
+    scope = _Scope(module)
+    resolve = _Resolver(scope)
+    nodes = list(ast.walk(definition))
+    _bind_locals(nodes, scope, resolve)
+    facts = _Facts()
+    callees = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
+    for node in nodes:
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Name) and node.id in module.defs and node.id not in scope.local:
+            facts.helpers.add(node.id)
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            facts.imports += [(t, line) for t in _imported_names(node)]
+        if isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
+            resolved = resolve(node)
+            facts.uses += [(d, line) for d in resolved if "." in d]
+            for d in map(_normalise, resolved):
+                if (d in _DYNAMIC or d in _INTROSPECTION) and id(node) not in callees:
+                    facts.dynamic.append((d, f"refers to {d}", line))
+        if isinstance(node, ast.Call):
+            _call_facts(node, resolve, scope, facts)
+        if isinstance(node, ast.Subscript) and _const_str(node.slice, scope.strings) is None:
+            bases = [_normalise(b) for b in resolve(node.value)]
+            for base in bases:
+                if base in ("sys.modules", "<globals>") or base.endswith(".__dict__"):
+                    facts.dynamic.append((base, f"indexes {base} with a computed name", line))
+    return facts
+
+
+def _call_facts(node: ast.Call, resolve: _Resolver, scope: _Scope, facts: _Facts) -> None:
+    """The facts of one call: keywords, dynamic code, imports through a call."""
+    keywords = frozenset(k.arg for k in node.keywords if k.arg)
+    for callee in map(_normalise, resolve(node.func)):
+        facts.calls.append((callee, keywords, node.lineno))
+        name = _const_str(node.args[0], scope.strings) if node.args else None
+        if callee in _DYNAMIC:
+            facts.dynamic.append((callee, f"calls {callee}()", node.lineno))
+        if callee in _IMPORTERS and name:
+            facts.imports.append((name, node.lineno))
+        if callee in _GETATTR:
+            if len(node.args) < 2 or not isinstance(node.args[1], ast.Constant):
+                facts.dynamic.append((callee, f"calls {callee}() with a computed name", node.lineno))
+        elif callee in _INTROSPECTION:
+            facts.dynamic.append((callee, f"calls {callee}()", node.lineno))
+
+
+# ---------------------------------------------------------------------------
+# The checks
+# ---------------------------------------------------------------------------
+def _cell_names(lines: list[str]) -> list[str]:
+    """For each line number (from 1; index 0 unused), the cell it comes from: ``"cell 5"``."""
+    out, current = ["the extracted code"], "the extracted code"
+    for line in lines:
+        m = re.match(r"^# --- cell (\d+) ---$", line)
         if m:
-            return f"cell {m.group(1)}"
-    return "the extracted code"
+            current = f"cell {m.group(1)}"
+        out.append(current)
+    return out
 
 
-def _docstring_nodes(tree: ast.AST) -> set[int]:
-    ids = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            body = getattr(node, "body", [])
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                    and isinstance(body[0].value.value, str):
-                ids.add(id(body[0].value))
-    return ids
+class _Findings:
+    """Flags without duplicates, in the order found (one per key)."""
+
+    def __init__(self, chapter: str, cells: list[str]) -> None:
+        self.chapter = chapter
+        self.cells = cells
+        self.flags: dict[tuple, Flag] = {}
+
+    def cell(self, line: int) -> str:
+        return self.cells[line] if 0 < line < len(self.cells) else "the extracted code"
+
+    def add(self, code: str, exercise: str, key: tuple, detail: str, line: int) -> None:
+        where = self.cell(line)
+        self.flags.setdefault((code, exercise, key, where), Flag(code, self.chapter, exercise, f"{detail} ({where})"))
+
+    def result(self) -> list[Flag]:
+        flags = list(self.flags.values())
+        if len(flags) > MAX_FLAGS:
+            left_out = len(flags) - MAX_FLAGS
+            flags = flags[:MAX_FLAGS] + [Flag("more", self.chapter, "", f"{left_out} more findings not listed")]
+        return flags
 
 
 def check_source(source: str, chapter: str, exercises: dict[str, str]) -> list[Flag]:
@@ -192,107 +515,100 @@ def check_source(source: str, chapter: str, exercises: dict[str, str]) -> list[F
         exercises: exercise number -> function name, for this chapter.
 
     Returns:
-        the flags, without duplicates, in source order. A source that does not
+        the flags, without duplicates, in source order (at most
+        :data:`MAX_FLAGS`, then one ``more`` flag). A source that does not
         parse gives no flag (the child reports the syntax error).
     """
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
-    lines = source.split("\n")
-    aliases = _Aliases()
-    defs: dict[str, ast.AST] = {}
-    for node in tree.body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            aliases.add_import(node)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            defs[node.name] = node
-            aliases.names.pop(node.name, None)  # a later def replaces an imported name
-    flags: list[Flag] = []
+    findings = _Findings(chapter, _cell_names(source.split("\n")))
+    try:
+        module = _module_bindings(tree)
+        facts: dict[str, _Facts] = {}
+        for exercise, function in sorted(exercises.items()):
+            _check_exercise(exercise, function, module, facts, findings)
+        _check_files(tree, module, findings)
+    except RecursionError:  # a pathological source: report what was found so far
+        pass
+    return findings.result()
 
-    def add(flag: Flag) -> None:
-        if flag not in flags:
-            flags.append(flag)
 
-    # -- delegation, per exercise -------------------------------------------------
-    for exercise, function in sorted(exercises.items()):
-        forbidden = BUILTINS_BY_FUNCTION.get(function, ())
-        keyword_rules = KEYWORD_BUILTINS.get(function, ())
-        if function not in defs:
+def _check_exercise(exercise: str, function: str, module: _Module, facts: dict[str, _Facts],
+                    findings: _Findings) -> None:
+    """Delegation and dynamic code in ``function`` and the notebook's definitions it uses."""
+    forbidden = frozenset(BUILTINS_BY_FUNCTION.get(function, ()))
+    keyword_rules = KEYWORD_BUILTINS.get(function, ())
+    if function in module.imported:
+        target, line = module.imported[function]
+        findings.add("delegates", exercise, ("imported", target), f"{function} is imported from {target}, "
+                     f"not written in the notebook", line)
+    for star, line in module.stars:
+        if _related(star, forbidden):
+            findings.add("delegates", exercise, ("star", star), f"from {star} import * can bring in the built-in "
+                         f"that {function} re-implements", line)
+    todo, visited = [function], set()
+    while todo:
+        name = todo.pop()
+        if name in visited or name not in module.defs:
             continue
-        todo, visited = [function], set()
-        while todo:
-            name = todo.pop()
-            if name in visited or name not in defs:
-                continue
-            visited.add(name)
-            local = _Aliases()
-            local.names = dict(aliases.names)
-            for node in ast.walk(defs[name]):
-                if isinstance(node, (ast.Import, ast.ImportFrom)):
-                    local.add_import(node)
-            via = "" if name == function else f" (through {name}())"
-            for node in ast.walk(defs[name]):
-                if isinstance(node, ast.Name) and node.id in defs and node.id != name:
-                    todo.append(node.id)
-                if isinstance(node, (ast.Import, ast.ImportFrom)):
-                    targets = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                        [f"{node.module}.{a.name}" for a in node.names if node.module]
-                    for t in targets:
-                        hit = _matches(t, forbidden)
-                        if hit:
-                            add(Flag("delegates", chapter, exercise,
-                                     f"{function} imports {t}{via} ({_cell_of(lines, node.lineno)})"))
-                if isinstance(node, (ast.Attribute, ast.Name, ast.Call)):
-                    dotted = aliases_resolve(local, node)
-                    if dotted:
-                        hit = _matches(dotted, forbidden)
-                        if hit and not (isinstance(node, ast.Name) and node.id == name):
-                            add(Flag("delegates", chapter, exercise,
-                                     f"{function} uses {_normalise(dotted)}{via} ({_cell_of(lines, node.lineno)})"))
-                if isinstance(node, ast.Call):
-                    callee = local.resolve(node.func)
-                    if callee:
-                        callee = _normalise(callee)
-                        for target, keyword in keyword_rules:
-                            if callee == target and any(k.arg == keyword for k in node.keywords):
-                                add(Flag("delegates", chapter, exercise,
-                                         f"{function} calls {target}({keyword}=...){via} "
-                                         f"({_cell_of(lines, node.lineno)})"))
-                        if callee in _DYNAMIC or (callee == "getattr" and len(node.args) >= 2
-                                                  and not isinstance(node.args[1], ast.Constant)):
-                            add(Flag("dynamic", chapter, exercise,
-                                     f"{function} calls {callee}(){via} ({_cell_of(lines, node.lineno)})"))
+        visited.add(name)
+        if name not in facts:
+            facts[name] = _facts(module.defs[name], module)
+        found = facts[name]
+        todo += sorted(found.helpers)
+        via = "" if name == function else f" (through {name}())"
+        for target, line in found.imports:
+            hit = _matches(target, forbidden)
+            if hit:
+                findings.add("delegates", exercise, (hit, via), f"{function} imports {target}{via}", line)
+        for dotted, line in found.uses:
+            hit = _matches(dotted, forbidden)
+            if hit:
+                findings.add("delegates", exercise, (hit, via), f"{function} uses {_normalise(dotted)}{via}", line)
+        for callee, keywords, line in found.calls:
+            for target, keyword in keyword_rules:
+                if callee == target and keyword in keywords:
+                    findings.add("delegates", exercise, (target, keyword, via),
+                                 f"{function} calls {target}({keyword}=...){via}", line)
+        for subject, what, line in found.dynamic:
+            findings.add("dynamic", exercise, (subject, via), f"{function} {what}{via}", line)
 
-    # -- files outside the submission, the solutions ---------------------------------
-    docstrings = _docstring_nodes(tree)
-    for node in ast.walk(tree):
+
+def _check_files(tree: ast.Module, module: _Module, findings: _Findings) -> None:
+    """Files outside the submission and the course's solutions, anywhere in the graded code."""
+    resolve = _Resolver(_Scope(module))
+    nodes = list(ast.walk(tree))
+    docstrings = _docstring_nodes(nodes)
+    for node in nodes:
+        line = getattr(node, "lineno", 0)
         if isinstance(node, ast.Call):
-            callee = aliases.resolve(node.func)
-            if callee and (callee in _FILE_CALLS or callee.split(".")[-1] in ("open", "load", "read_text", "read_bytes")):
-                for arg in [*node.args, *(k.value for k in node.keywords)]:
-                    if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and _PATHY.search(arg.value):
-                        add(Flag("reads-outside", chapter, "",
-                                 f"{callee}({arg.value[:80]!r}) ({_cell_of(lines, node.lineno)})"))
+            for callee in map(_normalise, resolve(node.func)):
+                if callee in _FILE_CALLS or callee.split(".")[-1] in ("open", "load", "read_text", "read_bytes"):
+                    for arg in [*node.args, *(k.value for k in node.keywords)]:
+                        if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and _PATHY.search(arg.value):
+                            findings.add("reads-outside", "", (callee, arg.value), f"{callee}({arg.value[:80]!r})", line)
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
             text = node.value
             if _SOLUTIONS.search(text):
-                add(Flag("solutions", chapter, "", f"string {text[:80]!r} ({_cell_of(lines, node.lineno)})"))
-            elif _PATHY.search(text) and len(text) < 300 and "\n" not in text:
-                add(Flag("reads-outside", chapter, "", f"path-like string {text[:80]!r} "
-                                                      f"({_cell_of(lines, node.lineno)})"))
+                findings.add("solutions", "", ("string", text), f"string {text[:80]!r}", line)
+            elif len(text) < 300 and "\n" not in text and _PATHY.search(text):
+                findings.add("reads-outside", "", ("string", text), f"path-like string {text[:80]!r}", line)
         if isinstance(node, (ast.Name, ast.Attribute)):
-            dotted = aliases.resolve(node)
-            if dotted and _SOLUTIONS.search(dotted.split(".")[-1]) and dotted.split(".")[-1].lower().startswith("solution"):
-                add(Flag("solutions", chapter, "", f"name {dotted} ({_cell_of(lines, node.lineno)})"))
-    return flags
+            for dotted in resolve(node):
+                last = dotted.split(".")[-1]
+                if last.lower().startswith("solution"):
+                    findings.add("solutions", "", ("name", dotted), f"name {dotted}", line)
 
 
-def aliases_resolve(aliases: _Aliases, node: ast.AST) -> str | None:
-    """Resolve a reference (not a call's result) to a dotted name."""
-    if isinstance(node, ast.Call):
-        # getattr(F, "name") counts as a reference to F.name
-        if isinstance(node.func, ast.Name) and node.func.id == "getattr":
-            return aliases.resolve(node)
-        return None
-    return aliases.resolve(node)
+def _docstring_nodes(nodes: list[ast.AST]) -> set[int]:
+    """``id()`` of the docstring constants among ``nodes``."""
+    ids = set()
+    for node in nodes:
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            body = getattr(node, "body", [])
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                ids.add(id(body[0].value))
+    return ids

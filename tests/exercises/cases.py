@@ -28,10 +28,13 @@ this file.
 
 from __future__ import annotations
 
+import contextvars
+import hashlib
 import itertools
 import math
 import re
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from functools import partial
 from types import ModuleType
 from typing import Callable
@@ -41,7 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["Case", "CASES", "NOTEBOOKS", "EXERCISES", "to_array", "compare", "cases_for"]
+__all__ = ["Case", "CASES", "NOTEBOOKS", "EXERCISES", "Draws", "drawing", "to_array", "compare", "cases_for"]
 
 #: chapter -> notebook file name (in ``exercises/`` and ``solutions/``)
 NOTEBOOKS: dict[str, str] = {
@@ -105,6 +108,10 @@ class Case:
         rtol, atol: tolerances of :func:`numpy.allclose` for float keys (bool
             and integer keys must match exactly).
         hint: one or two sentences shown when the case fails.
+        robust: ``robust() -> bool`` for cases whose answer hinges on a
+            comparison (argmax, a top-p boundary): ``True`` when the drawn
+            inputs keep clear of ties, so float32 rounding cannot flip the
+            answer. The grader redraws a case's inputs until it holds.
     """
 
     id: str
@@ -117,6 +124,7 @@ class Case:
     rtol: float
     atol: float
     hint: str
+    robust: Callable[[], bool] | None = None
 
     @property
     def function(self) -> str:
@@ -127,17 +135,73 @@ class Case:
 # ---------------------------------------------------------------------------
 # Helpers: inputs, conversion, comparison
 # ---------------------------------------------------------------------------
+@dataclass
+class Draws:
+    """Where the random inputs of one case come from while :func:`drawing` is active.
+
+    Without an active ``Draws`` (the tests, the student's check command) every
+    input comes from its fixed seed. The grader's trusted reference run uses
+    ``Draws(salt=...)``: each seed is mixed with a secret salt drawn for the
+    grading run and every input drawn is kept in ``recorded``. The student's
+    process gets ``Draws(replay=recorded)``: the same inputs as data, never
+    the salt, so outputs prepared in advance do not help.
+
+    Attributes:
+        salt: secret text mixed into every seed (trusted side only).
+        recorded: input key -> array, filled while drawing with a salt.
+        replay: input key -> array to hand out instead of drawing.
+    """
+
+    salt: str | None = None
+    recorded: dict[str, np.ndarray] = field(default_factory=dict)
+    replay: dict[str, np.ndarray] | None = None
+
+
+_DRAWS: contextvars.ContextVar[Draws | None] = contextvars.ContextVar("course_case_draws", default=None)
+
+
+@contextmanager
+def drawing(draws: Draws):
+    """Make ``draws`` the source of the random inputs of the cases run inside the ``with`` block."""
+    token = _DRAWS.set(draws)
+    try:
+        yield draws
+    finally:
+        _DRAWS.reset(token)
+
+
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
+def _salted(salt: str, seed: int) -> int:
+    return int.from_bytes(hashlib.sha256(f"{salt}|{seed}".encode()).digest()[:8], "little") >> 1
+
+
+def _draw(key: str, seed: int, make: Callable[[int], torch.Tensor]) -> torch.Tensor:
+    """``make(seed)``, or the salted / replayed input of the active :class:`Draws`."""
+    draws = _DRAWS.get()
+    if draws is None:
+        return make(seed)
+    if draws.replay is not None:
+        if key not in draws.replay:
+            raise LookupError(f"course grader: the input {key} of this case was not provided")
+        return torch.from_numpy(np.array(draws.replay[key], copy=True))
+    value = make(_salted(draws.salt, seed) if draws.salt is not None else seed)
+    draws.recorded[key] = value.numpy().copy()
+    return value
+
+
 def _randn(seed: int, *shape: int, scale: float = 1.0, shift: float = 0.0) -> torch.Tensor:
     """float32 standard normal (times ``scale`` plus ``shift``) from a private generator."""
-    return torch.randn(*shape, generator=_gen(seed)) * scale + shift
+    return _draw(f"randn-{seed}-{shape}-{scale!r}-{shift!r}", seed,
+                 lambda s: torch.randn(*shape, generator=_gen(s)) * scale + shift)
 
 
 def _randint(seed: int, low: int, high: int, *shape: int) -> torch.Tensor:
-    return torch.randint(low, high, shape, generator=_gen(seed))
+    """int64 uniform in ``[low, high)`` from a private generator."""
+    return _draw(f"randint-{seed}-{low}-{high}-{shape}", seed,
+                 lambda s: torch.randint(low, high, shape, generator=_gen(s)))
 
 
 def to_array(value: object, what: str, *, kind: str) -> np.ndarray:
@@ -333,6 +397,7 @@ def _add(
     hint: str,
     rtol: float = 1e-5,
     atol: float = 1e-6,
+    robust: Callable[[], bool] | None = None,
 ) -> None:
     chapter = f"{int(exercise.split('.')[0]):02d}"
     CASES.append(
@@ -347,6 +412,7 @@ def _add(
             rtol=rtol,
             atol=atol,
             hint=hint,
+            robust=robust,
         )
     )
 
@@ -468,6 +534,15 @@ _add("3.1-rejects-bad-sizes", "3.1", 1, _p_pe_rejects, lambda: {"raised_for_max_
      "Raise ValueError naming the argument when max_len or d_model is smaller than 1.")
 
 
+# Inputs drawn per grading run (the grader salts the seed; see Draws).
+def _drawn_pe_size() -> tuple[int, int]:
+    return int(_randint(301, 2, 80)), int(_randint(302, 2, 48))
+
+
+_add("3.1-drawn-size", "3.1", 1, lambda ns: _p_pe(ns, *_drawn_pe_size()),
+     lambda: {"pe": _pe_closed_form(*_drawn_pe_size())}, _PE_HINT, atol=2e-5)
+
+
 def _rel_closed_form(k: int, d_model: int) -> np.ndarray:
     m = np.zeros((d_model, d_model))
     for i in range(d_model // 2):
@@ -501,6 +576,15 @@ def _p_rel_rejects(ns: ModuleType) -> Arrays:
 
 _add("3.2-rejects-odd-d-model", "3.2", 1, _p_rel_rejects, lambda: {"raised_for_odd_d_model": np.array(True)},
      "For odd d_model the last column has no cosine partner: raise ValueError naming d_model.")
+
+
+# Inputs drawn per grading run (the grader salts the seed; see Draws).
+def _drawn_offset() -> tuple[int, int]:
+    return int(_randint(311, -30, 31)), 2 * int(_randint(312, 1, 17))
+
+
+_add("3.2-drawn-offset", "3.2", 1, lambda ns: _p_rel(ns, *_drawn_offset()),
+     lambda: {"matrix": _rel_closed_form(*_drawn_offset())}, _REL_HINT, atol=1e-5)
 
 
 # ===========================================================================
@@ -972,6 +1056,24 @@ _add("8.1-rejects-1d-tokens", "8.1", 1, _p_padding_rejects, lambda: {"raised_for
      "Raise ValueError naming `tokens` when it is not 2-D (batch, seq_len).")
 
 
+# Inputs drawn per grading run (the grader salts the seed; see Draws).
+def _drawn_tokens(seed: int, vocab: int, batch: int, seq_len: int) -> tuple[torch.Tensor, int]:
+    return _randint(seed, 0, vocab, batch, seq_len), int(_randint(seed + 1, 0, vocab))
+
+
+def _p_padding_drawn(ns: ModuleType) -> Arrays:
+    tokens, pad_id = _drawn_tokens(811, 5, 3, 9)
+    return {"mask": to_array(ns.padding_mask(tokens, pad_id), "padding_mask(tokens, pad_id)", kind="b")}
+
+
+def _e_padding_drawn() -> Arrays:
+    tokens, pad_id = _drawn_tokens(811, 5, 3, 9)
+    return {"mask": (tokens.numpy() != pad_id)[:, None, None, :]}
+
+
+_add("8.1-drawn-tokens", "8.1", 1, _p_padding_drawn, _e_padding_drawn, _PAD_HINT)
+
+
 def _p_causal(ns: ModuleType, size) -> Arrays:
     return {"mask": to_array(ns.causal_mask(size), f"causal_mask({size})", kind="b")}
 
@@ -988,6 +1090,15 @@ def _p_causal_rejects(ns: ModuleType) -> Arrays:
 
 _add("8.2-rejects-size-0", "8.2", 1, _p_causal_rejects, lambda: {"raised_for_size_0": np.array(True)},
      "Raise ValueError naming `size` when it is smaller than 1.")
+
+
+# Inputs drawn per grading run (the grader salts the seed; see Draws).
+def _drawn_size() -> int:
+    return int(_randint(821, 2, 20))
+
+
+_add("8.2-drawn-size", "8.2", 1, lambda ns: _p_causal(ns, _drawn_size()),
+     lambda: {"mask": np.tril(np.ones((_drawn_size(),) * 2, dtype=bool))[None, None]}, _CAUSAL_HINT)
 
 _DEC_TOKENS = {
     "8.3-pad-0": ([[1, 5, 6, 2, 0, 0], [1, 7, 2, 0, 0, 0]], 0),
@@ -1012,6 +1123,22 @@ def _e_dec_mask(key) -> Arrays:
 for _id in _DEC_TOKENS:
     _add(_id, "8.3", 2, partial(_p_dec_mask, key=_id), partial(_e_dec_mask, _id),
          "Combine both rules with a logical AND: padding_mask(tgt, pad_id) & causal_mask(tgt_len) -> shape (batch, 1, tgt_len, tgt_len).")
+
+
+# Inputs drawn per grading run (the grader salts the seed; see Draws).
+def _p_dec_mask_drawn(ns: ModuleType) -> Arrays:
+    tgt, pad_id = _drawn_tokens(831, 4, 2, 8)
+    return {"mask": to_array(ns.decoder_self_attention_mask(tgt, pad_id), "decoder_self_attention_mask(tgt, pad_id)", kind="b")}
+
+
+def _e_dec_mask_drawn() -> Arrays:
+    tgt, pad_id = _drawn_tokens(831, 4, 2, 8)
+    n = tgt.shape[1]
+    return {"mask": (tgt.numpy() != pad_id)[:, None, None, :] & np.tril(np.ones((n, n), dtype=bool))[None, None]}
+
+
+_add("8.3-drawn-tokens", "8.3", 2, _p_dec_mask_drawn, _e_dec_mask_drawn,
+     "Combine both rules with a logical AND: padding_mask(tgt, pad_id) & causal_mask(tgt_len) -> shape (batch, 1, tgt_len, tgt_len).")
 
 
 # ===========================================================================
@@ -1100,6 +1227,28 @@ def _p_noam_rejects(ns: ModuleType) -> Arrays:
 _add("9.2-rejects-step-0", "9.2", 1, _p_noam_rejects, lambda: {"raised_for_step_0": np.array(True), "raised_for_warmup_0": np.array(True)},
      "Steps count from 1 (step**-0.5 is undefined at 0): raise ValueError naming step (or warmup_steps) when it is < 1.")
 
+
+# Inputs drawn per grading run (the grader salts the seed; see Draws).
+def _drawn_noam() -> tuple[list[int], int, int]:
+    steps = [int(v) for v in _randint(921, 1, 30000, 6)]
+    return steps, int(_randint(922, 16, 1025)), int(_randint(923, 1, 8000))
+
+
+def _p_noam_drawn(ns: ModuleType) -> Arrays:
+    steps, d_model, warmup = _drawn_noam()
+    values = [to_array(ns.noam_lr(s, d_model, warmup), f"noam_lr({s}, {d_model}, {warmup})", kind="f") for s in steps]
+    if any(v.shape != () for v in values):
+        raise TypeError(f"noam_lr must return one number (a float); got shape {values[0].shape}")
+    return {"lr": np.array([float(v) for v in values])}
+
+
+def _e_noam_drawn() -> Arrays:
+    steps, d_model, warmup = _drawn_noam()
+    return {"lr": np.array([d_model**-0.5 * min(s**-0.5, s * warmup**-1.5) for s in steps])}
+
+
+_add("9.2-drawn-steps", "9.2", 1, _p_noam_drawn, _e_noam_drawn, _NOAM_HINT, rtol=1e-6, atol=0.0)
+
 _SHIFT = {
     "9.3-batch-2": ([[5, 6, 7, 2, 0], [8, 9, 2, 0, 0]], 1),
     "9.3-length-1": ([[4]], 1),
@@ -1132,6 +1281,29 @@ def _p_shift_rejects(ns: ModuleType) -> Arrays:
 
 _add("9.3-rejects-1d-tgt", "9.3", 1, _p_shift_rejects, lambda: {"raised_for_1d_tgt": np.array(True)},
      "Raise ValueError naming tgt when it is not 2-D (batch, tgt_len).")
+
+
+# Inputs drawn per grading run (the grader salts the seed; see Draws).
+def _drawn_shift() -> tuple[torch.Tensor, int]:
+    return _randint(931, 3, 20, 3, 7), int(_randint(932, 0, 3))
+
+
+def _p_shift_drawn(ns: ModuleType) -> Arrays:
+    tgt, bos_id = _drawn_shift()
+    before = tgt.clone()
+    out = to_array(ns.shift_right(tgt, bos_id), "shift_right(tgt, bos_id)", kind="i")
+    return {"decoder_input": out, "tgt_unchanged": np.array(bool(torch.equal(tgt, before)))}
+
+
+def _e_shift_drawn() -> Arrays:
+    tgt, bos_id = _drawn_shift()
+    t = tgt.numpy()
+    return {"decoder_input": np.concatenate([np.full((t.shape[0], 1), bos_id), t[:, :-1]], axis=1), "tgt_unchanged": np.array(True)}
+
+
+_add("9.3-drawn-tokens", "9.3", 1, _p_shift_drawn, _e_shift_drawn,
+     "decoder_input = [bos_id, y_1, ..., y_{n-1}]: prepend bos_id to every row and drop the last column, so the length stays "
+     "tgt_len; build a new tensor (torch.cat) instead of modifying tgt in place.")
 
 
 # ===========================================================================
@@ -1219,6 +1391,44 @@ def _exhaustive_reference(step_fn: _StepFn, max_len: int, length_penalty: float)
     return best[1], best[0]
 
 
+def _greedy_is_clear(kind, seed, vocab, max_len, eos_penalty) -> bool:
+    """No near-tie (gap > 1e-3) between the best two logits along the greedy path."""
+    if kind == "hand":
+        return True
+    fn = _StepFn(kind, seed, vocab, max_len, eos_penalty=eos_penalty)
+    seq, _ = _greedy_reference(fn, max_len)
+    for t in range(1, len(seq)):
+        logits = np.sort(fn(torch.tensor(seq[:t])).double().numpy())
+        if logits[-1] - logits[-2] <= 1e-3:
+            return False
+    return True
+
+
+def _beam_is_clear(kind, seed, vocab, max_len, beam_size, length_penalty, live_best=False) -> bool:
+    """Beam 1: a clear greedy path. Unlimited beam: a clear winner (gap > 1e-3) that greedy misses
+    (and, with ``live_best``, one that never produced <eos>)."""
+    if kind == "hand":
+        return True
+    if beam_size == 1:
+        return _greedy_is_clear(kind, seed, vocab, max_len, 0.0)
+    fn = _StepFn(kind, seed, vocab, max_len, max_calls=10**6)
+    values = []
+    for n in range(1, max_len + 1):
+        for body in itertools.product(range(vocab), repeat=n):
+            if EOS in body[:-1] or (n < max_len and body[-1] != EOS):
+                continue
+            seq, score = [BOS], 0.0
+            for token in body:
+                score += float(_logp(fn, seq)[token])
+                seq.append(token)
+            values.append((score / n**length_penalty, seq))
+    values.sort(key=lambda item: item[0])
+    best = values[-1][1]
+    greedy, _ = _greedy_reference(_StepFn(kind, seed, vocab, max_len, max_calls=10**6), max_len)
+    return (values[-1][0] - values[-2][0] > 1e-3 and greedy != best
+            and (not live_best or best[-1] != EOS))
+
+
 def _p_greedy(ns: ModuleType, args) -> Arrays:
     kind, seed, vocab, max_len, eos_penalty = args
     fn = _StepFn(kind, seed, vocab, max_len, eos_penalty=eos_penalty)
@@ -1241,7 +1451,8 @@ for _id, _args in {
     "10.1-stops-at-max-len": ("random", 1002, 6, 4, 100.0),
     "10.1-random-vocab-12": ("random", 1003, 12, 10, 0.0),
 }.items():
-    _add(_id, "10.1", 2, partial(_p_greedy, args=_args), partial(_e_greedy, *_args), _GREEDY_HINT)
+    _add(_id, "10.1", 2, partial(_p_greedy, args=_args), partial(_e_greedy, *_args), _GREEDY_HINT,
+         robust=partial(_greedy_is_clear, *_args))
 
 
 def _p_beam(ns: ModuleType, args) -> Arrays:
@@ -1283,7 +1494,8 @@ for _id, _args in {
     "10.2-unlimited-beam-length-penalty-1": ("random", 1019, 4, 3, 64, 1.0),
     "10.2-unlimited-beam-length-penalty-0.6": ("random", 1035, 3, 4, 81, 0.6),
 }.items():
-    _add(_id, "10.2", 2, partial(_p_beam, args=_args), partial(_e_beam, *_args), _BEAM_HINT, atol=1e-5)
+    _add(_id, "10.2", 2, partial(_p_beam, args=_args), partial(_e_beam, *_args), _BEAM_HINT, atol=1e-5,
+         robust=partial(_beam_is_clear, *_args, live_best=_id.endswith("length-penalty-1")))
 
 def _p_beam_rejects(ns: ModuleType) -> Arrays:
     return {
@@ -1299,17 +1511,23 @@ _add("10.2-rejects-beam-size-0", "10.2", 1, _p_beam_rejects,
 #: hand-worked filtering example: probabilities 0.10, 0.50, 0.05, 0.20, 0.15 (in this order)
 HAND_PROBS = (0.10, 0.50, 0.05, 0.20, 0.15)
 _FILTER_SPECS = {
-    # id: (logits source, top_k, top_p, hand-worked kept mask or None)
-    "10.3-hand-top-p-0.8": ("hand", 0, 0.8, (False, True, False, True, True)),  # 0.5 + 0.2 = 0.7 < 0.8, + 0.15 = 0.85
-    "10.3-hand-top-k-2": ("hand", 2, 1.0, (False, True, False, True, False)),
+    # id: (logits source, top_k, top_p)
+    "10.3-hand-top-p-0.8": ("hand", 0, 0.8),
+    "10.3-hand-top-k-2": ("hand", 2, 1.0),
+    "10.3-hand-top-k-4-then-top-p-0.72": ("hand", 4, 0.72),
+    "10.3-random-top-k-10": ((1021, (4, 50)), 10, 1.0),
+    "10.3-random-top-p-0.9": ((1022, (3, 20)), 0, 0.9),
+    "10.3-random-3d-top-k-5-top-p-0.5": ((1023, (2, 3, 30)), 5, 0.5),
+    "10.3-no-filtering": ((1024, (2, 8)), 0, 1.0),
+    "10.3-top-k-larger-than-vocab": ((1025, (2, 6)), 10, 1.0),
+}
+#: the hand-worked kept masks (expected values only)
+_FILTER_HAND_KEPT = {
+    "10.3-hand-top-p-0.8": (False, True, False, True, True),  # 0.5 + 0.2 = 0.7 < 0.8, + 0.15 = 0.85
+    "10.3-hand-top-k-2": (False, True, False, True, False),
     # top-k 4 drops 0.05; renormalised 0.5/0.95 + 0.2/0.95 = 0.737 >= 0.72, so 0.15 is dropped too
     # (without renormalising, 0.5 + 0.2 = 0.70 < 0.72 would keep it)
-    "10.3-hand-top-k-4-then-top-p-0.72": ("hand", 4, 0.72, (False, True, False, True, False)),
-    "10.3-random-top-k-10": ((1021, (4, 50)), 10, 1.0, None),
-    "10.3-random-top-p-0.9": ((1022, (3, 20)), 0, 0.9, None),
-    "10.3-random-3d-top-k-5-top-p-0.5": ((1023, (2, 3, 30)), 5, 0.5, None),
-    "10.3-no-filtering": ((1024, (2, 8)), 0, 1.0, None),
-    "10.3-top-k-larger-than-vocab": ((1025, (2, 6)), 10, 1.0, None),
+    "10.3-hand-top-k-4-then-top-p-0.72": (False, True, False, True, False),
 }
 
 
@@ -1337,8 +1555,32 @@ def _filter_reference(logits: np.ndarray, top_k: int, top_p: float) -> np.ndarra
     return keep.reshape(logits.shape)
 
 
+def _filter_is_clear(key) -> bool:
+    """Every row keeps clear of the top-p boundary (> 1e-4) and has distinct logits around the k-th."""
+    source, top_k, top_p = _FILTER_SPECS[key]
+    if source == "hand":
+        return True
+    logits = _filter_logits(key).double().numpy()
+    rows = logits.reshape(-1, logits.shape[-1])
+    if top_k and np.diff(np.sort(rows, axis=-1), axis=-1).min() <= 1e-6:
+        return False
+    if top_p >= 1.0:
+        return True
+    for row in rows:
+        order = np.argsort(-row)
+        keep = np.ones_like(row, dtype=bool)
+        if 0 < top_k < row.size:
+            keep[order[top_k:]] = False
+        p = np.exp(row - row.max()) * keep
+        p /= p.sum()
+        before = np.cumsum(p[order]) - p[order]
+        if np.min(np.abs(before[keep[order]] - top_p)) <= 1e-4:
+            return False
+    return True
+
+
 def _p_filter(ns: ModuleType, key) -> Arrays:
-    _, top_k, top_p, _ = _FILTER_SPECS[key]
+    _, top_k, top_p = _FILTER_SPECS[key]
     logits = _filter_logits(key)
     out = ns.top_k_top_p_filtering(logits, top_k, top_p)
     arr = to_array(out, f"top_k_top_p_filtering(logits, top_k={top_k}, top_p={top_p})", kind="f")
@@ -1347,7 +1589,8 @@ def _p_filter(ns: ModuleType, key) -> Arrays:
 
 
 def _e_filter(key) -> Arrays:
-    _, top_k, top_p, hand = _FILTER_SPECS[key]
+    _, top_k, top_p = _FILTER_SPECS[key]
+    hand = _FILTER_HAND_KEPT.get(key)
     logits = _filter_logits(key).double().numpy()
     kept = np.array(hand) if hand is not None else _filter_reference(logits, top_k, top_p)
     return {"kept": kept, "values": np.where(kept, logits, 0.0), "removed_are_minus_inf": np.array(True)}
@@ -1357,7 +1600,8 @@ _FILTER_HINT = ("Set removed logits to float('-inf') and leave kept ones unchang
                 "k >= vocab keeps all). Then top_p on the softmax of the REMAINING logits: sort descending and keep a token while "
                 "the probability of the tokens before it is < top_p (the best token is always kept).")
 for _id in _FILTER_SPECS:
-    _add(_id, "10.3", 1, partial(_p_filter, key=_id), partial(_e_filter, _id), _FILTER_HINT)
+    _add(_id, "10.3", 1, partial(_p_filter, key=_id), partial(_e_filter, _id), _FILTER_HINT,
+         robust=partial(_filter_is_clear, _id))
 
 
 def _p_filter_rejects(ns: ModuleType) -> Arrays:

@@ -331,7 +331,192 @@ import torch.nn.functional as F
 def gelu(x):
     return F.gelu(x)
 ''')}, full=["6.2"], flag="delegates 6.2")
+    _add_isolation_attacks(add, marker_dir)
     return expect
+
+
+#: the text every trace left by an isolation attack contains (tests search the host for it)
+TRACE = "GRADER-ATTACK-TRACE"
+
+
+def _add_isolation_attacks(add, marker_dir: Path) -> None:
+    """Submissions that attack the new isolation: each failed (scored or left traces) on the old grader."""
+    stubs = {NB[c]: notebook(c, EXERCISES) for c in BATCH_CHAPTERS}
+    # The registered case module carries every case's expected(): make produce return it.
+    add("steals_expected", {NB[c]: notebook(c, EXERCISES, extra='''
+import gc
+import sys
+def _has(o, *names):
+    try:
+        return all(hasattr(o, n) for n in names)
+    except Exception:
+        return False
+def _steal(_=None):
+    targets = []
+    for m in list(sys.modules.values()):
+        try:
+            targets.extend(list(m.CASES))
+        except Exception:
+            pass
+    targets += [o for o in gc.get_objects() if _has(o, "produce", "expected")]
+    for case in targets:
+        try:
+            if callable(case.expected):
+                object.__setattr__(case, "produce", lambda ns, case=case: case.expected())
+        except Exception:
+            pass
+def _at_definition(_=_steal()):
+    pass
+''') for c in BATCH_CHAPTERS}, zero=["4.1", "4.2", "6.1", "6.2", "8.1", "8.2", "8.3"])
+    # The solution code of every chapter lies in tests/exercises/notebook_src/ and solutions/.
+    add("runs_solution_source", {**good(skip=("06",)), NB["06"]: notebook("06", EXERCISES, extra='''
+import os
+import course_lib
+def _load(_=None):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(course_lib.__file__)))
+    try:
+        source = {}
+        exec(open(os.path.join(root, "tests/exercises/notebook_src/ch06.py")).read(), source)
+    except Exception:
+        return
+    for cell in source.get("CELLS", []):
+        kind, code = cell[0], cell[-1]
+        if kind in ("code", "exercise"):
+            try:
+                exec(code, globals())
+            except Exception:
+                pass
+def _at_definition(_=_load()):
+    pass
+''')}, zero=["6.1", "6.2"], full=["4.1", "8.1"])
+    # A chapter that never ends but keeps creating files: the old clock restarted on each new file.
+    add("clock_stretch", {**good(skip=("06",)), NB["06"]: notebook("06", extra='''
+import os
+import time
+def _progress_dir():
+    import json
+    import sys
+    try:
+        return json.load(open(sys.argv[1]))["progress_dir"]   # the old grader's clock
+    except Exception:
+        return "."
+def gelu(x):
+    n = 0
+    while True:
+        n += 1
+        for folder in (_progress_dir(), os.environ.get("TMPDIR", "/tmp"), "."):
+            try:
+                open(os.path.join(folder, f"06.started-{n}"), "w").close()
+            except OSError:
+                pass
+        time.sleep(0.2)
+''')}, zero=["6.2"], full=["4.1", "8.1"], status="timeout", max_runtime=60)
+    # Files in shared places, SysV shared memory, a very deep folder tree: nothing may survive.
+    add("leaves_traces", {**good(skip=("06",)), NB["06"]: notebook("06", extra=f'''
+import ctypes
+import os
+import torch
+_DONE = []
+def _traces():
+    for folder in ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", os.environ.get("HOME", "/tmp"), {str(marker_dir)!r}):
+        try:
+            with open(os.path.join(folder, "{TRACE}-file"), "wb") as fh:
+                fh.write(b"x" * (1 << 20))
+        except OSError:
+            pass
+    libc = ctypes.CDLL(None, use_errno=True)
+    shmid = libc.shmget(0x5EED1234, 1 << 20, 0o1000 | 0o666)   # IPC_CREAT
+    path = os.environ.get("TMPDIR", "/tmp")
+    try:
+        os.chdir(path)
+        for _ in range(3000):
+            os.mkdir("d")
+            os.chdir("d")
+        os.chmod(".", 0)
+    except OSError:
+        pass
+    return shmid
+def gelu(x):
+    if not _DONE:
+        _DONE.append(_traces())
+    return 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
+''')}, full=["6.1", "6.2", "4.1", "8.1"], status="ok")
+    # Frames written straight onto every descriptor: fake results, fake "done", garbage. The garbage
+    # breaks the protocol in the next chapter's time (06): a new child grades 08.
+    add("forges_channel", {**good(skip=("04",)), NB["04"]: notebook("04", EXERCISES, extra='''
+import base64
+import io
+import json
+import os
+import numpy as np
+def _frame(message):
+    data = json.dumps(message).encode()
+    return len(data).to_bytes(8, "big") + data
+def _forge(_=None):
+    buf = io.BytesIO()
+    np.save(buf, np.ones((2, 4, 8)))
+    fake = base64.b64encode(buf.getvalue()).decode()
+    for fd in range(3, 64):
+        for message in ({"case": "4.1-no-mask-3d", "arrays": {"out": fake, "weights": fake}, "error": None},
+                        {"done": "04"}, {"ready": True}):
+            try:
+                os.write(fd, _frame(message))
+            except OSError:
+                pass
+        try:
+            os.write(fd, (1 << 62).to_bytes(8, "big") + b"{")
+        except OSError:
+            pass
+def _at_definition(_=_forge()):
+    pass
+''')}, zero=["4.1", "4.2"], full=["8.1", "8.2", "8.3"])
+    # Fill every writable place, then fork until the kernel says no: bounded, and gone afterwards.
+    add("fills_scratch_and_forks", {**good(skip=("06",)), NB["06"]: notebook("06", extra='''
+import os
+import time
+import torch
+_DONE = []
+def _fill_and_fork():
+    for folder in ("/tmp", "/dev/shm", "/var/tmp", os.environ.get("HOME", "/tmp")):
+        for i in range(256):                       # up to 2 GiB in each place, 8 MiB a file
+            try:
+                with open(os.path.join(folder, f"GRADER-ATTACK-TRACE-fill-{i}"), "wb") as fh:
+                    fh.write(b"z" * (8 << 20))
+            except OSError:
+                break
+    kids = 0
+    for _ in range(5000):
+        try:
+            pid = os.fork()
+        except OSError:
+            break
+        if pid == 0:
+            time.sleep(60)
+            os._exit(0)
+        kids += 1
+    return kids
+def gelu(x):
+    if not _DONE:
+        _DONE.append(_fill_and_fork())
+    return 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
+''')}, full=["6.1", "6.2", "4.1", "8.1"])
+    # Session leaders that spin: they must die with the child and must not starve the other job.
+    add("setsid_spinners", {**good(skip=("06",)), NB["06"]: notebook("06", extra='''
+import os
+import sys
+import torch
+_STARTED = []
+def gelu(x):
+    if not _STARTED:
+        _STARTED.append(1)
+        for _ in range(8):
+            if os.fork() == 0:
+                os.setsid()
+                os.execv(sys.executable, [sys.executable, "-c",
+                         "import time\\nend = time.time() + 120\\nwhile time.time() < end: pass\\n"
+                         "# GRADER-TEST-MARKER-SPINNER"])
+    return 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
+''')}, full=["6.1", "6.2", "4.1", "8.1"], status="ok")
 
 
 def _zip_traversal(path: Path) -> None:

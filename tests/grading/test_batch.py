@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from pathlib import Path
 
@@ -21,7 +22,10 @@ NAMES = sorted([  # the submission names (test_every_built_submission_is_listed 
     "endless_loop", "alloc_8gb", "print_flood", "detached_grandchild", "patch_reports", "always_equal",
     "tensor_subclass", "forged_results", "reads_solutions", "ships_modules", "ships_modules_correct",
     "zip_traversal", "zip_bomb", "not_a_zip", "empty_submission", "nan_inf", "wrong_dtype_shape",
-    "syntax_error", "not_a_notebook", "warnings_stderr", "delegates_builtin"])
+    "syntax_error", "not_a_notebook", "warnings_stderr", "delegates_builtin",
+    # isolation attacks (each earned points or left traces on the grader before the redesign)
+    "steals_expected", "runs_solution_source", "clock_stretch", "leaves_traces", "forges_channel",
+    "setsid_spinners", "fills_scratch_and_forks"])
 
 
 def test_every_built_submission_is_listed(batch):
@@ -109,7 +113,8 @@ def test_summary_names_versions_and_manifest_hash(batch):
     assert sum(s["statuses"].values()) == len(NAMES)
     for name in NAMES:
         assert batch.grade(name)["manifest_hash"] == s["manifest_sha256"]
-    assert "statement" in s["sandbox"] and set(s["sandbox"]["statement"]) == {"network", "processes", "user", "hidden"}
+    assert set(s["sandbox"]["statement"]) == {"network", "processes", "ipc", "user", "files", "cpu_memory"}
+    assert s["sandbox"]["safe"] is True, "the tests run where the safe sandbox works (root, unshare)"
 
 
 def test_no_process_left_and_nothing_written_later(batch, marker_dir, work_tmp):
@@ -143,6 +148,39 @@ def test_timeout_and_crash_keep_other_chapters(batch):
     g = batch.grade("os_exit_import")
     assert g["chapter_status"]["04"] == "crashed" and g["chapter_status"]["06"] == "ok"
     assert g["runtime"] < 60
+
+
+def test_the_clock_is_the_parents(batch):
+    """Files the child creates do not restart the chapter's clock: killed at --timeout (10 s)."""
+    g = batch.grade("clock_stretch")
+    assert g["chapter_status"] == {"04": "ok", "06": "timeout", "08": "ok"}
+    assert g["runtime"] < batch.expect["clock_stretch"]["max_runtime"], g["runtime"]
+
+
+def test_nothing_survives_a_submission(batch, marker_dir, work_tmp):
+    """No file in the host's shared places, no SysV segment, no deep tree, no work folder."""
+    import subprocess
+
+    from adversaries import TRACE
+
+    found = []
+    for folder in ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", str(marker_dir)):
+        try:
+            found += [os.path.join(folder, n) for n in os.listdir(folder) if TRACE in n]
+        except OSError:
+            pass
+    assert found == [], found
+    ipcs = subprocess.run(["ipcs", "-m"], capture_output=True, text=True).stdout
+    assert "0x5eed1234" not in ipcs.lower(), ipcs
+    assert list(work_tmp.iterdir()) == [], f"work folders left: {list(work_tmp.iterdir())}"
+    assert int(batch.rows["leaves_traces"]["score"]) == batch.manifest["max_score"]
+
+
+def test_forged_frames_earn_nothing(batch):
+    g = batch.grade("forges_channel")
+    assert g["chapter_status"]["08"] == "ok"
+    assert all(not c["passed"] for c in g["cases"] if c["exercise"].startswith("4."))
+    assert any("result protocol" in f for f in g["flags"]), g["flags"]
 
 
 def test_feedback_teaches(batch):

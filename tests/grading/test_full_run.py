@@ -1,7 +1,7 @@
 """Every chapter: the solutions earn full marks, the untouched stubs 0; re-runs skip unchanged work.
 
-Also the weaker ``--sandbox plain`` (no namespaces), which must still kill a
-detached grandchild and keep the scores right, and the command's usage errors.
+Also the ``--sandbox unsafe`` fallback (refused unless ``--unsafe-sandbox``; it must still kill
+a detached grandchild and keep the scores right), and the command's usage errors.
 """
 
 from __future__ import annotations
@@ -9,6 +9,9 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from pathlib import Path
+
+import numpy as np
 
 import pytest
 
@@ -45,28 +48,58 @@ def test_stubs_zero_every_chapter_for_the_right_reason(everything):
         assert f"NotImplementedError: Exercise {case['exercise']}" in case["message"], case["message"][:300]
 
 
-def test_rerun_skips_unchanged_and_force_regrades(everything):
+def test_reference_reuse_skips_unchanged_and_force_regrades(everything, tmp_path):
+    """``--reference`` reuses a manifest and its drawn inputs: unchanged submissions are not graded again."""
     out, subs = everything.out, everything.subs
+    kept = tmp_path / "kept"
+    shutil.copytree(out / "_reference", kept)
     start = time.monotonic()
-    again = load_run(out, run_grader([subs, "--out", out, "--jobs", "2"]))
+    again = load_run(out, run_grader([subs, "--out", out, "--jobs", "2", "--reference", kept / "manifest.json"]))
     assert again.summary["unchanged_skipped"] == 2 and again.summary["graded_now"] == 0
     assert again.rows == everything.rows
     assert time.monotonic() - start < 30
-    # change one submission: only that one is graded again
-    (subs / "stubs" / NB["06"]).write_bytes(notebook("06"))
-    changed = load_run(out, run_grader([subs, "--out", out, "--jobs", "2", "--chapters", "06"]))
-    # a different chapter set is a different manifest: both are graded against it
-    assert changed.summary["graded_now"] == 2
-    again = load_run(out, run_grader([subs, "--out", out, "--chapters", "06"]))
-    assert again.summary["graded_now"] == 0
-    (subs / "stubs" / NB["06"]).write_bytes((EXERCISES / NB["06"]).read_bytes())
-    again = load_run(out, run_grader([subs, "--out", out, "--chapters", "06"]))
-    assert again.summary["graded_now"] == 1 and int(again.rows["stubs"]["score"]) == 0
-    forced = load_run(out, run_grader([subs, "--out", out, "--chapters", "06", "--force"]))
+    (subs / "stubs" / NB["06"]).write_bytes(notebook("06"))  # change one submission: only it is graded again
+    changed = load_run(out, run_grader([subs, "--out", out, "--jobs", "2", "--reference", kept / "manifest.json"]))
+    assert changed.summary["graded_now"] == 1
+    assert int(changed.rows["stubs"]["6.1"]) == changed.points("6.1")
+    forced = load_run(out, run_grader([subs, "--out", out, "--reference", kept / "manifest.json", "--force"]))
     assert forced.summary["graded_now"] == 2
+    (subs / "stubs" / NB["06"]).write_bytes((EXERCISES / NB["06"]).read_bytes())
 
 
-def test_plain_sandbox_kills_detached_grandchild(tmp_path, marker_dir, work_tmp):
+def test_every_run_draws_new_inputs(everything, tmp_path):
+    """Without ``--reference`` each run draws new inputs from a new secret salt, so answers
+    prepared from an earlier run's feedback do not carry over."""
+    out = tmp_path / "out"
+    run = load_run(out, run_grader([everything.subs, "--out", out, "--chapters", "04", "08"]))
+    first = {c["id"]: c for c in everything.manifest["cases"]}
+    drawn = [c for c in run.manifest["cases"] if c["draws"]]
+    assert {c["chapter"] for c in drawn} == {"04", "08"}
+    for c in drawn:
+        assert c["draws"].keys() == first[c["id"]]["draws"].keys()
+        assert [d["sha256"] for d in c["draws"].values()] != [d["sha256"] for d in first[c["id"]]["draws"].values()], c["id"]
+    fixed = [c for c in run.manifest["cases"] if not c["draws"]]
+    assert fixed and all("rejects" in c["id"] or c["chapter"] == "08" for c in fixed)
+    assert int(run.rows["solutions_copy"]["score"]) == run.manifest["max_score"]
+
+
+def test_answers_prepared_in_advance_earn_nothing(everything, tmp_path):
+    """A notebook that returns the previous run's reference for a drawn case fails it in the next run."""
+    case = next(c for c in everything.manifest["cases"] if c["id"] == "4.1-no-mask-3d")
+    base = Path(everything.summary["manifest"]).parent
+    arrays = {k: np.load(base / v["file"]).tolist() for k, v in case["keys"].items()}
+    cheat = notebook("04", extra=f'''
+import torch
+def scaled_dot_product_attention(q, k, v, mask=None):
+    return torch.tensor({arrays["out"]!r}), torch.tensor({arrays["weights"]!r})
+''')
+    subs = write_folder(tmp_path / "subs" / "cheat", {NB["04"]: cheat}).parent
+    run = load_run(tmp_path / "out", run_grader([subs, "--out", tmp_path / "out", "--chapters", "04"]))
+    verdicts = {c["case_id"]: c for c in run.grade("cheat")["cases"]}
+    assert not verdicts["4.1-no-mask-3d"]["passed"], "the inputs did not change between runs"
+
+
+def test_unsafe_sandbox_needs_its_option_and_says_so(tmp_path, marker_dir, work_tmp):
     subs, out = tmp_path / "subs", tmp_path / "out"
     subs.mkdir()
     expect = build_batch(subs, out, marker_dir)
@@ -74,11 +107,16 @@ def test_plain_sandbox_kills_detached_grandchild(tmp_path, marker_dir, work_tmp)
     for entry in subs.iterdir():
         if entry.name not in keep:
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-    run = load_run(out, run_grader([subs, "--out", out, "--jobs", "2", "--timeout", "8", "--chapters", "06",
-                                    "--sandbox", "plain"], work_tmp=work_tmp))
-    assert run.summary["sandbox"]["mode"] == "plain"
+    args = [subs, "--out", out, "--jobs", "2", "--timeout", "8", "--chapters", "06", "--sandbox", "unsafe"]
+    refused = run_grader(args, work_tmp=work_tmp)
+    assert refused.returncode == 2 and "--unsafe-sandbox" in refused.stderr, refused.stderr[-2000:]
+    assert not (out / "grades.csv").exists()
+    run = load_run(out, run_grader([*args, "--unsafe-sandbox"], work_tmp=work_tmp))
+    assert run.summary["sandbox"]["mode"] == "unsafe" and run.summary["sandbox"]["safe"] is False
     assert run.summary["sandbox"]["statement"]["network"].startswith("NOT isolated")
-    assert any("network not isolated" in n for n in run.summary["sandbox"]["notes"])
+    assert run.summary["sandbox"]["statement"]["files"].startswith("NOT isolated")
+    assert any("UNSAFE" in n for n in run.summary["sandbox"]["notes"])
+    assert "UNSAFE" in run.proc.stderr
     assert int(run.rows["full"]["score"]) == run.manifest["max_score"]
     assert int(run.rows["detached_grandchild"]["score"]) == run.manifest["max_score"]
     assert run.rows["os_exit_call"]["status"] == "crashed" and int(run.rows["os_exit_call"]["6.2"]) == 0

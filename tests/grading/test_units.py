@@ -7,6 +7,7 @@ folder), structural checks, reports, limits.
 from __future__ import annotations
 
 import io
+import base64
 import json
 import os
 import stat
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 
 from adversaries import EXERCISES, NB, SOLUTIONS, notebook, write_folder
-from course_lib.grading.compare import ResultError, compare_arrays, judge_case, open_dir, read_array, read_case_dir
+from course_lib.grading.compare import ResultError, compare_arrays, decode_arrays, judge_case, read_array
 from course_lib.grading.intake import IntakeLimits, Submission, collect_notebooks, discover, submission_hash
 from course_lib.grading.report import StudentResult, atomic_write, feedback_markdown, grades_csv, gradescope_results
 from course_lib.grading.sandbox import Limits
@@ -83,44 +84,27 @@ class TestCompare:
             read_array(npy(np.ones(3))[:-8])
         assert read_array(npy(np.arange(3))).dtype == np.int64
 
-    def test_read_case_dir_never_follows_links_or_reads_fifos(self, tmp_path):
-        (tmp_path / "c1").mkdir()
-        (tmp_path / "secret").write_bytes(npy(np.ones(2)))
-        os.symlink(tmp_path / "secret", tmp_path / "c1" / "a.npy")
-        os.mkfifo(tmp_path / "c1" / "b.npy")
-        (tmp_path / "c1" / "c.npy").write_bytes(npy(np.ones(2)))
-        os.symlink(tmp_path / "c1", tmp_path / "c2")
-        fd = open_dir(str(tmp_path))
-        try:
-            arrays, info = read_case_dir(fd, "c1", ["a", "b", "c", "d"])
-            assert isinstance(arrays["a"], ResultError) and isinstance(arrays["b"], ResultError)
-            assert isinstance(arrays["c"], np.ndarray) and "no result" in str(arrays["d"])
-            assert info == {}
-            linked, _ = read_case_dir(fd, "c2", ["c"])
-            assert isinstance(linked["c"], ResultError)
-        finally:
-            os.close(fd)
+    def test_decode_arrays_rejects_junk(self):
+        good = base64.b64encode(npy(np.ones(2))).decode()
+        arrays = decode_arrays({"a": good, "b": "not base64!", "c": base64.b64encode(b"pickle").decode(),
+                                "d": 5, 7: good, "e": base64.b64encode(npy(np.ones(2, np.float32))).decode()})
+        assert isinstance(arrays["a"], np.ndarray)
+        assert all(isinstance(arrays[k], ResultError) for k in ("b", "c", "e"))
+        assert "d" not in arrays and 7 not in arrays
+        assert decode_arrays(["a"]) == {} and decode_arrays(None) == {}
 
-    def test_judge_case_scores_zero_without_results(self, tmp_path):
+    def test_judge_case_scores_zero_without_results(self):
         case = {"id": "4.1-x", "exercise": "4.1", "function": "f", "points": 2, "rtol": 1e-5, "atol": 1e-6,
                 "hint": "think"}
-        fd = open_dir(str(tmp_path))
-        try:
-            v = judge_case(case, fd, {"out": np.ones(2)}, "timeout")
-        finally:
-            os.close(fd)
+        v = judge_case(case, None, {"out": np.ones(2)}, "timeout")
         assert v.points == 0 and "ran out of time" in v.message and "Hint: think" in v.message
-        (tmp_path / "4.1-x").mkdir()
-        (tmp_path / "4.1-x" / "out.npy").write_bytes(npy(np.ones(2)))
-        (tmp_path / "4.1-x.json").write_text(json.dumps({"error": "claims failure"}))
-        fd = open_dir(str(tmp_path))
-        try:
-            v = judge_case(case, fd, {"out": np.ones(2), "w": np.zeros(1)})
-            assert v.points == 0, "a missing key must fail even when the child says it raised"
-            v = judge_case(case, fd, {"out": np.ones(2)})
-            assert v.points == 2, "the arrays decide, not the child's note"
-        finally:
-            os.close(fd)
+        message = {"arrays": {"out": base64.b64encode(npy(np.ones(2))).decode()}, "error": "claims failure"}
+        v = judge_case(case, message, {"out": np.ones(2), "w": np.zeros(1)})
+        assert v.points == 0, "a missing key must fail even when the child says it raised"
+        v = judge_case(case, message, {"out": np.ones(2)})
+        assert v.points == 2, "the arrays decide, not the child's note"
+        v = judge_case(case, {"arrays": "junk", "error": ["x"]}, {"out": np.ones(2)})
+        assert v.points == 0 and v.child_error is None
 
 
 # ---------------------------------------------------------------------------
@@ -141,10 +125,11 @@ class TestIntake:
         (tmp_path / "alice").mkdir()
         _zip(tmp_path / "alice.zip", {})
         (tmp_path / "bob smith (2)").mkdir()
-        (tmp_path / "notes.txt").write_text("ignored")
+        (tmp_path / "notes.txt").write_text("not a submission")
         subs = discover([tmp_path])
-        assert [s.student for s in subs] == ["alice", "alice~2", "bob_smith__2_"]
+        assert [s.student for s in subs] == ["alice", "alice~62dca8ff", "bob_smith__2_", "notes.txt"]
         assert any("duplicate" in f for f in subs[1].flags)
+        assert subs[3].invalid and not subs[0].invalid, "a loose file gets a row marked invalid"
         with pytest.raises(FileNotFoundError):
             discover([tmp_path / "missing"])
 
@@ -342,8 +327,12 @@ def test_limits_validate():
         Limits(memory_mb=800)
     with pytest.raises(ValueError, match="chapter_timeout_s"):
         Limits(chapter_timeout_s=0)
-    assert Limits(memory_mb=2048).rlimits(own_uid=False)["as_bytes"] == 2048 << 20
-    assert Limits().rlimits(own_uid=False)["nproc"] is None
+    with pytest.raises(ValueError, match="scratch_mb"):
+        Limits(scratch_mb=0)
+    assert Limits(memory_mb=2048).rlimits(own_uid=False, pids_cgroup=False)["as_bytes"] == 2048 << 20
+    assert Limits().rlimits(own_uid=False, pids_cgroup=False)["nproc"] is None
+    assert Limits().rlimits(own_uid=True, pids_cgroup=True)["nproc"] is None
+    assert Limits().rlimits(own_uid=True, pids_cgroup=False)["nproc"] == 512
 
 
 def test_notebook_builder_appends_a_cell():

@@ -1,0 +1,107 @@
+"""The student copy of a cases file holds no expected value (what the child process gets)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from course_lib.check import load_cases
+from course_lib.grading.casefile import student_copy
+
+CASES_FILE = Path(__file__).resolve().parents[1] / "exercises" / "cases.py"
+
+
+def _load(source: str, tmp_path: Path, name: str):
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(name, None)
+    return module
+
+
+@pytest.fixture(scope="module")
+def copy_source() -> str:
+    return student_copy(CASES_FILE.read_text(encoding="utf-8"))
+
+
+def test_course_cases_lose_every_expected_value(copy_source, tmp_path):
+    module = _load(copy_source, tmp_path, "student_cases_copy")
+    full = load_cases(CASES_FILE)
+    assert [c.id for c in module.CASES] == [c.id for c in full.CASES]
+    assert all(c.expected is None and c.robust is None for c in module.CASES)
+    defined = {n.name for n in ast.parse(copy_source).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    assert not any(name.startswith("_e_") for name in defined), sorted(defined)
+    for gone in ("HAND_GREEDY", "HAND_BEAM2", "_FILTER_HAND_KEPT", "_pe_closed_form", "_rel_closed_form",
+                 "_attention_reference", "_greedy_reference", "_exhaustive_reference", "_filter_reference",
+                 "compare", "_greedy_is_clear", "ResidualSublayer", "MultiheadAttention", "F.gelu", "F.layer_norm"):
+        assert gone not in copy_source, gone
+    assert "BEGIN SOLUTION" not in copy_source and "#" not in copy_source.split("\n", 1)[0]
+
+
+def test_student_copy_replays_the_same_inputs(copy_source, tmp_path):
+    """``produce`` of the copy, fed the reference run's recorded inputs, sees what the full module drew."""
+    module = _load(copy_source, tmp_path, "student_cases_copy2")
+    full = load_cases(CASES_FILE)
+    ns = type("NS", (), {"padding_mask": staticmethod(lambda tokens, pad_id: (tokens != pad_id)[:, None, None, :])})
+    case = next(c for c in full.CASES if c.id == "8.1-drawn-tokens")
+    with full.drawing(full.Draws(salt="s")) as draws:
+        want = case.produce(ns)
+    copy = next(c for c in module.CASES if c.id == case.id)
+    with module.drawing(module.Draws(replay=draws.recorded)):
+        got = copy.produce(ns)
+    np.testing.assert_array_equal(got["mask"], want["mask"])
+    with module.drawing(module.Draws(replay={})), pytest.raises(LookupError):
+        copy.produce(ns)
+
+
+def test_extra_cases_positional_and_keyword_forms(tmp_path):
+    source = '''
+"""Extra cases with the answer in three places."""
+import numpy as np
+ANSWER = np.array([42.0])
+def _answer():
+    return {"y": ANSWER}
+def _check():
+    return True
+class Case:
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+CASES = [
+    Case("x-1", "06", "6.2", 1, ("gelu",), lambda ns: {}, _answer, 1e-6, 1e-9, "hint"),
+    Case(id="x-2", produce=lambda ns: {}, expected=lambda: {"y": np.array([42.0])}, robust=_check),
+]
+NOTEBOOKS = {"06": "06_feed_forward.ipynb"}
+'''
+    copy = student_copy(source)
+    assert "42" not in copy and "_answer" not in copy and "_check" not in copy and "ANSWER" not in copy
+    module = _load(copy, tmp_path, "extra_copy")
+    assert module.CASES[0].args[6] is None
+    assert module.CASES[1].kwargs["expected"] is None and module.CASES[1].kwargs["robust"] is None
+    assert module.NOTEBOOKS == {"06": "06_feed_forward.ipynb"}
+
+
+def test_kept_helpers_that_produce_needs(tmp_path):
+    source = '''
+def _inputs():
+    return 3
+def _produce(ns):
+    return {"y": ns.f(_inputs())}
+def _expected():
+    return {"y": _secret()}
+def _secret():
+    return 9
+CASES = [dict(produce=_produce, expected=_expected)]
+'''
+    copy = student_copy(source)
+    assert "_inputs" in copy and "_produce" in copy
+    assert "_secret" not in copy and "_expected" not in copy
