@@ -10,8 +10,9 @@ import torch: the cases run in children (:mod:`.child`), which only send arrays.
    the inputs and the solution's arrays. They are stored with a **manifest**
    (case ids, points, tolerances, hints, each array's SHA-256) whose own
    SHA-256 identifies the grading.
-2. **Submissions.** For each one the parent reads only its notebooks
-   (:mod:`.intake`), flags structural problems by parsing (advisory), and runs
+2. **Submissions.** For each one the parent reads only its notebooks' bytes
+   (:mod:`.intake`), has them parsed for advisory flags and cell numbers in a
+   bounded subprocess (:mod:`.inspect_notebooks`), and runs
    the cases in a sandboxed child (:mod:`.sandbox`) that gets the *student
    copy* of the cases (:mod:`.casefile`: no expected value) and the drawn
    inputs as data - never the salt, the solutions or the reference arrays. Each
@@ -47,8 +48,7 @@ from .intake import IntakeLimits, Submission, collect_notebooks
 from .report import StudentResult, atomic_write
 from .sandbox import (MEMORY_WORDS, ChildRun, ChildSpec, Limits, SandboxInfo, Supervisor, child_sys_path,
                       make_workdir, needed_paths, nobody_can_reach, remove_tree, run_chapters)
-from .extract import rename_cells
-from .static_checks import check_source
+from .inspect_notebooks import ChapterInspection, inspect_notebooks, rename_cells_with
 
 __all__ = ["GradingConfig", "Reference", "ReferenceError", "build_reference", "grade_submission", "cases_notebooks",
            "load_reference", "invalid_result", "previous_result", "new_work_base", "grader_fingerprint", "versions",
@@ -457,7 +457,12 @@ def grade_submission(sub: Submission, ref: Reference, config: GradingConfig, sup
                 present.append(ch)
             else:
                 notes.append(f"{ref.notebooks[ch]} is missing from the submission: its exercises score 0.")
-        flags.extend(_static_flags(work, ref, present))
+        inspected = inspect_notebooks(
+            {ch: work / "submission" / ref.notebooks[ch] for ch in present},
+            {ch: {c["exercise"]: c["function"] for c in ref.cases if c["chapter"] == ch} for ch in present},
+            spawn=supervisor.spawn, kill=supervisor.kill_tree)
+        for ch in present:
+            flags.extend(inspected[ch].flags)
         spec = ChildSpec("student", cases_files=_write_child_files(work, ref, present), hide=_hidden(config))
         case_ids = {ch: {c["id"] for c in ref.cases if c["chapter"] == ch} for ch in present}
         run = run_chapters(work, spec, supervisor=supervisor, info=info, limits=config.limits,
@@ -465,7 +470,7 @@ def grade_submission(sub: Submission, ref: Reference, config: GradingConfig, sup
         for ch in ref.chapters:
             if ch not in present:
                 run.chapter_status[ch] = "missing"
-        result = _judge(sub, ref, work, run, flags, notes, config.limits)
+        result = _judge(sub, ref, work, run, flags, notes, config.limits, inspected)
     finally:
         remove_tree(work)
     result.runtime = time.monotonic() - start
@@ -540,24 +545,6 @@ def _hidden(config: GradingConfig) -> list[str]:
     return out
 
 
-def _static_flags(work: Path, ref: Reference, chapters: list[str]) -> list[str]:
-    from .extract import SubmissionError, extract_source
-
-    out = []
-    for ch in chapters:
-        exercises = {c["exercise"]: c["function"] for c in ref.cases if c["chapter"] == ch}
-        try:
-            source = extract_source(work / "submission" / ref.notebooks[ch])
-        except SubmissionError:
-            continue  # the child reports it to the student
-        except Exception as exc:  # noqa: BLE001 - parsing odd input must not stop the grading
-            out.append(f"unparsed ch{ch}: {type(exc).__name__}")
-            continue
-        notebook = work / "submission" / ref.notebooks[ch]
-        out.extend(rename_cells(str(f), notebook) for f in check_source(source, ch, exercises))
-    return out
-
-
 def _strip_workdir(text: str, work: Path) -> str:
     """Show ``06_feed_forward.ipynb`` instead of the sandbox's path to it."""
     for base in {str(work / "submission"), os.path.realpath(work / "submission")}:
@@ -566,11 +553,11 @@ def _strip_workdir(text: str, work: Path) -> str:
 
 
 def _judge(sub: Submission, ref: Reference, work: Path, run: ChildRun, flags: list[str],
-           notes: list[str], limits: Limits) -> StudentResult:
+           notes: list[str], limits: Limits, inspected: dict[str, ChapterInspection]) -> StudentResult:
     verdicts = []
     for c in ref.cases:
         status = run.chapter_status.get(c["chapter"])
-        notebook = work / "submission" / ref.notebooks[c["chapter"]]
+        numbers = inspected[c["chapter"]].cell_numbers if c["chapter"] in inspected else {}
         if status == "missing":
             v = judge_case(c, None, ref.arrays[c["id"]])
             v.message = (f"Exercise {c['exercise']} ({c['function']}), case {c['id']}: "
@@ -578,9 +565,9 @@ def _judge(sub: Submission, ref: Reference, work: Path, run: ChildRun, flags: li
         else:
             v = judge_case(c, run.results.get(c["id"]), ref.arrays[c["id"]], status)
             # the student's own file names and the "code cell N" numbering of the check command
-            v.message = rename_cells(_strip_workdir(v.message, work), notebook)
+            v.message = rename_cells_with(_strip_workdir(v.message, work), numbers)
             if v.child_error:
-                v.child_error = rename_cells(_strip_workdir(v.child_error, work), notebook)
+                v.child_error = rename_cells_with(_strip_workdir(v.child_error, work), numbers)
         verdicts.append(v)
     memory = "memory" in run.chapter_status.values() or any(
         v.child_error and any(w in v.child_error for w in MEMORY_WORDS) for v in verdicts)
