@@ -835,6 +835,9 @@ def probe_sandbox(base: Path, supervisor: Supervisor, requested: str = "auto", a
         info.subreaper = supervisor.subreaper
         probed = _probe_one(base / f"probe-{n}", info, supervisor, sys_path)
         if isinstance(probed, str):
+            if info.drop == "uid" and not info.private_tmp and ("No module" in probed or "ermission" in probed):
+                probed += (" - the user nobody cannot run this Python: install the course and its Python where "
+                           "nobody can read them (e.g. a virtual environment under /opt, not under /root)")
             failures.append(f"{info.mode}: {probed}")
             continue
         if failures:
@@ -1022,28 +1025,60 @@ def remove_tree(path: Path) -> None:
 
 
 def _remove_iteratively(path: Path) -> None:
-    """Bottom-up removal with an explicit stack (no recursion limit), fixing permissions on the way."""
-    stack, opened = [str(path)], set()
-    while stack:
-        top = stack[-1]
-        if top in opened:  # its children were handled: remove it
-            stack.pop()
+    """Depth-first removal holding one folder descriptor at a time (no recursion, no path length limit).
+
+    Descends with ``openat`` (never following a symbolic link), makes each
+    folder writable and listable on the way, and climbs back with ``..``.
+    """
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    try:
+        os.chmod(path, 0o700)
+        fd = os.open(path, flags)
+    except OSError:
+        return
+    names: list[str] = []  # the folders below ``path`` that ``fd`` is in
+    while True:
+        subdir = None
+        try:
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        subdir = subdir or entry.name
+                    else:
+                        try:
+                            os.unlink(entry.name, dir_fd=fd)
+                        except OSError:
+                            pass
+        except OSError:
+            pass
+        if subdir is not None:
             try:
-                os.rmdir(top)
+                os.chmod(subdir, 0o700, dir_fd=fd)
+                child = os.open(subdir, flags, dir_fd=fd)
+            except OSError:
+                child = None
+            if child is not None:
+                os.close(fd)
+                fd = child
+                names.append(subdir)
+                continue
+            try:  # a folder that cannot be opened: try to remove it as it is, then give up on it
+                os.rmdir(subdir, dir_fd=fd)
+                continue
             except OSError:
                 pass
-            continue
-        opened.add(top)
+        if not names:
+            os.close(fd)
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+            return
+        parent = os.open("..", flags, dir_fd=fd)
+        os.close(fd)
+        fd = parent
         try:
-            os.chmod(top, 0o700)
-            entries = list(os.scandir(top))
+            os.rmdir(names.pop(), dir_fd=fd)
         except OSError:
-            continue
-        for e in entries:
-            if e.is_dir(follow_symlinks=False):
-                stack.append(e.path)
-            else:
-                try:
-                    os.unlink(e.path)
-                except OSError:
-                    pass
+            os.close(fd)  # it cannot be emptied: stop rather than loop
+            return

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -126,6 +127,26 @@ def test_unsafe_sandbox_needs_its_option_and_says_so(tmp_path, marker_dir, work_
     time.sleep(1.5)
     assert list(marker_dir.iterdir()) == [] and live_child_processes(work_tmp) == []
     assert expect["full"]["status"] == "ok"
+
+
+def test_nobody_sandbox_only_for_one_protected_submission(tmp_path):
+    """Without namespaces the child runs as nobody in the host's /tmp: refused for a batch, and refused
+    for one submission while nobody could read the course (the message names the chmod)."""
+    (tmp_path / "subs" / "alice").mkdir(parents=True)
+    (tmp_path / "subs" / "alice" / NB["06"]).write_bytes(notebook("06"))
+    batch = run_grader([tmp_path / "subs", "--out", tmp_path / "out", "--chapters", "06", "--sandbox", "nobody"])
+    assert batch.returncode == 2 and "--single" in batch.stderr, batch.stderr[-1500:]
+    single = run_grader([tmp_path / "subs" / "alice", "--single", "--out", tmp_path / "out1", "--chapters", "06",
+                         "--sandbox", "nobody"])
+    from course_lib.grading.sandbox import nobody_can_reach
+
+    if not nobody_can_reach(sys.base_prefix):  # e.g. Python under /root: nobody cannot even start it
+        assert single.returncode == 2 and "nobody cannot run this Python" in single.stderr, single.stderr[-1500:]
+    elif nobody_can_reach(str(SOLUTIONS)):
+        assert single.returncode == 2 and "chmod -R go-rwx" in single.stderr and str(SOLUTIONS) in single.stderr, \
+            single.stderr[-1500:]
+    else:  # pragma: no cover - a checkout nobody cannot read
+        assert single.returncode == 0
 
 
 def test_single_submission_mode(tmp_path):

@@ -338,3 +338,42 @@ def test_limits_validate():
 def test_notebook_builder_appends_a_cell():
     nb = json.loads(notebook("04", extra="x = 1"))
     assert nb["cells"][-1]["source"] == "x = 1\n"
+
+
+def test_remove_tree_handles_depth_permissions_and_links(tmp_path):
+    """``shutil.rmtree`` raised RecursionError at ~1,500 levels; the grader's removal must not."""
+    from course_lib.grading.sandbox import _remove_iteratively, remove_tree
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("keep")
+    for name, remover in (("deep", remove_tree), ("deep2", _remove_iteratively)):
+        top = tmp_path / name
+        top.mkdir()
+        fd = os.open(top, os.O_RDONLY)
+        try:
+            for _ in range(3000):
+                os.mkdir("d", dir_fd=fd)
+                new = os.open("d", os.O_RDONLY, dir_fd=fd)
+                os.close(fd)
+                fd = new
+            os.symlink(str(outside), "link", dir_fd=fd)
+            os.chmod(fd, 0)
+        finally:
+            os.close(fd)
+        remover(top)
+        assert not top.exists(), name
+    assert (outside / "keep.txt").read_text() == "keep", "a symbolic link was followed"
+
+
+def test_nobody_can_reach(tmp_path):
+    from course_lib.grading.sandbox import nobody_can_reach
+
+    (tmp_path / "open" / "inner").mkdir(parents=True)
+    (tmp_path / "closed" / "inner").mkdir(parents=True)
+    os.chmod(tmp_path, 0o755)
+    os.chmod(tmp_path / "open", 0o755)
+    os.chmod(tmp_path / "closed", 0o700)
+    assert nobody_can_reach(str(tmp_path / "open" / "inner")) == nobody_can_reach(str(tmp_path))
+    assert not nobody_can_reach(str(tmp_path / "closed" / "inner"))
+    assert not nobody_can_reach(str(tmp_path / "missing"))
