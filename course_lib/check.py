@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
+from .grading.compare import REJECTION_ALONE, unearned_rejections
 from .grading.extract import code_cell_numbers, rename_cells
 
 __all__ = ["repository_root", "load_cases", "resolve_chapters", "default_notebooks", "run_checks", "format_report",
@@ -294,6 +295,9 @@ def run_checks(chapters: list[str], notebooks: Path, timeout_s: float | None = N
         run.problem = f"pytest ended (exit code {proc.returncode}) without results for some cases. Its output:\n{log_tail}"
         for result in unfinished:
             result.message = "no result (the run stopped before this case)"
+    for case_id in unearned_rejections((r.id, r.exercise, r.kind == "passed") for r in by_id.values()):
+        by_id[case_id].kind = "failed"
+        by_id[case_id].message = f"Exercise {by_id[case_id].exercise}, case {case_id}: {REJECTION_ALONE}."
     run.results = list(by_id.values())
     return run
 

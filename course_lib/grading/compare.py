@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["ResultError", "CaseVerdict", "read_array", "read_input_array", "decode_arrays", "read_file_at",
-           "compare_arrays", "judge_case"]
+           "compare_arrays", "judge_case", "is_rejection_case", "unearned_rejections", "REJECTION_ALONE"]
 
 _ALLOWED = {np.dtype(np.float64): "f", np.dtype(np.int64): "i", np.dtype(np.bool_): "b"}
 _INPUT_DTYPES = {*_ALLOWED, np.dtype(np.float32)}
@@ -243,3 +243,29 @@ def judge_case(case: dict, message: dict | None, reference: dict[str, np.ndarray
     lines.extend(problems)
     verdict.message = head + ":\n  - " + "\n  - ".join(lines) + f"\n  Hint: {case['hint']}"
     return verdict
+
+
+#: why a passed rejection case earns nothing yet (shown to the student)
+REJECTION_ALONE = ("raising ValueError here is right, but no other case of this exercise passes yet: this check "
+                   "counts once the function also works on good input (a function that raises for every input "
+                   "would pass it)")
+
+
+def is_rejection_case(case_id: str) -> bool:
+    """Whether a case only checks that bad input raises ``ValueError`` (its id has ``-rejects-``)."""
+    return "-rejects-" in case_id
+
+
+def unearned_rejections(results) -> set[str]:
+    """Ids of passed rejection cases whose exercise has no passed value case.
+
+    Args:
+        results: ``(case_id, exercise, passed)`` triples of one submission.
+
+    A function that raises ``ValueError`` for every input passes every
+    rejection case; such a pass counts only once the exercise also computes
+    something right. The student's check command and the grader both apply this.
+    """
+    results = list(results)
+    solved = {ex for cid, ex, ok in results if ok and not is_rejection_case(cid)}
+    return {cid for cid, ex, ok in results if ok and is_rejection_case(cid) and ex not in solved}

@@ -43,7 +43,8 @@ from pathlib import Path
 import numpy as np
 
 from .casefile import student_copy
-from .compare import ResultError, compare_arrays, decode_arrays, judge_case, read_array, read_input_array
+from .compare import (REJECTION_ALONE, ResultError, compare_arrays, decode_arrays, judge_case, read_array,
+                      read_input_array, unearned_rejections)
 from .intake import IntakeLimits, Submission, collect_notebooks
 from .report import StudentResult, atomic_write
 from .sandbox import (MEMORY_WORDS, ChildRun, ChildSpec, Limits, SandboxInfo, Supervisor, child_sys_path,
@@ -569,6 +570,11 @@ def _judge(sub: Submission, ref: Reference, work: Path, run: ChildRun, flags: li
             if v.child_error:
                 v.child_error = rename_cells_with(_strip_workdir(v.child_error, work), numbers)
         verdicts.append(v)
+    unearned = unearned_rejections((v.case_id, v.exercise, v.passed) for v in verdicts)
+    for v in verdicts:
+        if v.case_id in unearned:
+            v.points, v.passed = 0, False
+            v.message = f"Exercise {v.exercise} ({v.function}), case {v.case_id}: {REJECTION_ALONE}."
     memory = "memory" in run.chapter_status.values() or any(
         v.child_error and any(w in v.child_error for w in MEMORY_WORDS) for v in verdicts)
     statuses = set(run.chapter_status.values())

@@ -500,6 +500,11 @@ def gelu(x):
         _DONE.append(_fill_and_fork())
     return 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
 ''')}, full=["4.1", "4.2"])  # its own chapters 06/08 may run out of memory or processes: its loss alone
+    # A "solution" that rejects every input passes every rejection case - which must not count alone.
+    add("raises_everywhere", {NB[c]: notebook(c, EXERCISES, extra='''
+''' + "".join(f"def {name}(*args, **kwargs):\n    raise ValueError('bad input')\n" for name in (
+        "scaled_dot_product_attention", "self_attention", "position_wise_ffn", "gelu", "padding_mask",
+        "causal_mask", "decoder_self_attention_mask"))) for c in BATCH_CHAPTERS}, zero=["4.1", "4.2", "6.1", "6.2", "8.1", "8.2", "8.3"])
     # Session leaders that spin: they must die with the child and must not starve the other job.
     add("setsid_spinners", {**good(skip=("06",)), NB["06"]: notebook("06", extra='''
 import os
