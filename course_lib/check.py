@@ -49,10 +49,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from .grading.compare import REJECTION_ALONE, unearned_rejections
+from .grading.compare import unearned_passes
 from .grading.extract import code_cell_numbers, rename_cells
 
 __all__ = ["repository_root", "load_cases", "resolve_chapters", "default_notebooks", "run_checks", "format_report",
+           "drawn_case_ids",
            "code_cell_numbers", "rename_cells", "static_warnings", "copy_warnings", "main"]
 
 CASES_MODULE = "course_exercise_cases"
@@ -217,6 +218,20 @@ class CheckRun:
     warnings: list[str] = field(default_factory=list)
 
 
+def drawn_case_ids(cases: ModuleType, wanted: list) -> set[str]:
+    """Ids of the cases whose inputs the grader draws per run (their ``expected()`` draws random inputs)."""
+    out = set()
+    for case in wanted:
+        with cases.drawing(cases.Draws(salt="check")) as draws:
+            try:
+                case.expected()
+            except Exception:  # noqa: BLE001 - a broken case is reported by the tests, not here
+                continue
+        if draws.recorded:
+            out.add(case.id)
+    return out
+
+
 def run_checks(chapters: list[str], notebooks: Path, timeout_s: float | None = None,
                case_timeout_s: float = DEFAULT_CASE_TIMEOUT_S) -> CheckRun:
     """Run the exercise tests of ``chapters`` (all when empty) on ``notebooks``.
@@ -295,9 +310,11 @@ def run_checks(chapters: list[str], notebooks: Path, timeout_s: float | None = N
         run.problem = f"pytest ended (exit code {proc.returncode}) without results for some cases. Its output:\n{log_tail}"
         for result in unfinished:
             result.message = "no result (the run stopped before this case)"
-    for case_id in unearned_rejections((r.id, r.exercise, r.kind == "passed") for r in by_id.values()):
+    drawn = drawn_case_ids(cases, wanted)
+    unearned = unearned_passes((r.id, r.exercise, r.kind == "passed", r.id in drawn) for r in by_id.values())
+    for case_id, why in unearned.items():
         by_id[case_id].kind = "failed"
-        by_id[case_id].message = f"Exercise {by_id[case_id].exercise}, case {case_id}: {REJECTION_ALONE}."
+        by_id[case_id].message = f"Exercise {by_id[case_id].exercise}, case {case_id}: {why}."
     run.results = list(by_id.values())
     return run
 

@@ -16,6 +16,7 @@ chmod -R go-rwx "$SOURCE"
 # Check once that the solutions earn full marks (run_autograder draws new inputs per submission).
 CHECK=$(mktemp -d /tmp/course-grade-check.XXXXXX)
 chmod 700 "$CHECK"
+trap 'rm -rf "$CHECK"' EXIT
 python3 -m course_lib.grading "$SOURCE/solutions" --single --student reference --out "$CHECK" --no-progress
 python3 - "$CHECK/grades.csv" <<'PY'
 import csv
@@ -23,4 +24,3 @@ import sys
 row = next(csv.DictReader(open(sys.argv[1])))
 assert row["score"] == row["max"], f"the solutions do not earn full marks: {row}"
 PY
-rm -rf "$CHECK"

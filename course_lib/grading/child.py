@@ -23,6 +23,8 @@ What the child does, in order:
 1. reads the spec (written by the parent) and changes into the work folder;
 2. as root of fresh namespaces: covers the solutions, the output folder, the
    other submissions ... with empty read-only tmpfs mounts (``spec["hide"]``),
+   covers every top-level folder outside the system's (``/home``, ``/opt``,
+   ``/var``, ``/work`` ...) except the paths it needs (:func:`_cover_host`),
    mounts one size-capped tmpfs on ``/tmp`` and binds parts of it over
    ``/var/tmp``, ``/dev/shm`` and ``/run/lock`` (the only writable places),
    then remounts every other mount read-only;
@@ -56,6 +58,8 @@ import time
 
 #: redraws of one case's inputs before the reference run gives up on it
 MAX_DRAWS = 200
+#: the largest result array sent for one key (the cases' answers are a few KiB)
+MAX_RESULT_BYTES = 512 << 10
 
 # ---------------------------------------------------------------------------
 # Privileged set-up (runs before any course or student code is imported)
@@ -120,6 +124,42 @@ def _hide(paths: list[str]) -> list[str]:
             _mount(libc, "none", path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k,mode=000")
         except OSError as exc:
             failed.append(str(exc))
+    return failed
+
+
+#: top-level folders of the system that the child keeps seeing (read-only); every other one is covered
+SYSTEM_FOLDERS = frozenset({"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "dev", "proc", "sys",
+                            "tmp"})
+
+
+def _cover_host(keep: list[str]) -> list[str]:
+    """Cover every other top-level folder (``/home``, ``/opt``, ``/srv``, ``/var``, ``/work`` ...) with an
+    empty tmpfs, binding back only the folders in ``keep`` (the interpreter, the imports, the work folder):
+    old reports, other checkouts and other people's files stay out of sight. Returns what failed.
+    """
+    libc = _libc()
+    real = sorted({os.path.realpath(k) for k in keep})
+    outer = [k for k in real if not any(k != o and k.startswith(o.rstrip("/") + "/") for o in real)]
+    failed = []
+    for name in sorted(os.listdir("/")):
+        top = "/" + name
+        if name in SYSTEM_FOLDERS or os.path.islink(top) or not os.path.isdir(top):
+            continue
+        inside = [k for k in outer if k.startswith(top + "/") or k == top]
+        if top in inside:
+            continue
+        fds = []
+        try:
+            fds = [(k, os.open(k, os.O_PATH | os.O_DIRECTORY)) for k in inside]
+            _mount(libc, "none", top, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=64k,mode=0755")
+            for k, fd in fds:
+                os.makedirs(k, mode=0o755, exist_ok=True)
+                _mount(libc, f"/proc/self/fd/{fd}", k, None, _MS_BIND | _MS_REC, None)
+        except OSError as exc:
+            failed.append(f"{top}: {exc}")
+        finally:
+            for _k, fd in fds:
+                os.close(fd)
     return failed
 
 
@@ -266,14 +306,52 @@ def _drop_privileges(spec: dict) -> None:
         _libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
 
+#: audit arch -> syscall numbers of add_key, request_key, keyctl (kernel keyrings are not namespaced:
+#: without this filter they are a channel between students and outlive the child)
+_KEYRING_SYSCALLS = {0xC000003E: (248, 249, 250), 0xC00000B7: (217, 218, 219)}
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+_RET_ALLOW, _RET_EPERM = 0x7FFF0000, 0x00050001
+_LD_ABS, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06
+
+
+def deny_keyrings() -> bool:
+    """Install a seccomp filter: the keyring system calls (and any foreign-architecture call) fail with EPERM.
+
+    Needs ``no_new_privs`` (set by :func:`_drop_privileges`). Returns whether the filter is in place.
+    """
+    import platform
+
+    arch = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}.get(platform.machine())
+    if arch is None or not sys.platform.startswith("linux"):
+        return False
+    banned = _KEYRING_SYSCALLS[arch]
+
+    class _Filter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+    class _Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_Filter))]
+
+    # 0: load arch; 1: foreign arch -> deny; 2: load number; 3: x32 numbers -> deny; then one check per
+    # banned call; then "allow"; last "deny". A jump offset counts the instructions skipped.
+    deny = 4 + len(banned) + 1
+    fixed = [(_LD_ABS, 0, 0, 4), (_JEQ, 0, deny - 2, arch), (_LD_ABS, 0, 0, 0), (_JGE, deny - 4, 0, 0x40000000)]
+    fixed += [(_JEQ, deny - (4 + i) - 1, 0, nr) for i, nr in enumerate(banned)]
+    fixed += [(_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, _RET_EPERM)]
+    filters = (_Filter * len(fixed))(*[_Filter(*f) for f in fixed])
+    prog = _Prog(len(fixed), ctypes.cast(filters, ctypes.POINTER(_Filter)))
+    return _libc().prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) == 0
+
+
 def isolate(spec: dict) -> dict:
     """Steps 2 and 3 of the module docstring; returns what was done (for the probe's report)."""
-    report: dict = {"hidden_failed": [], "scratch": [], "read_only_failed": [], "errors": []}
+    report: dict = {"hidden_failed": [], "cover_failed": [], "scratch": [], "read_only_failed": [], "errors": []}
     if spec.get("expose"):
         _expose(spec["expose"], int(spec.get("uid", 65534)), spec["stage_dir"])
     if spec.get("hide"):
         report["hidden_failed"] = _hide(spec["hide"])
     if spec.get("private_mounts"):
+        report["cover_failed"] = _cover_host(list(spec.get("keep_visible", [])))
         try:
             kept = _keep_visible(list(spec.get("keep_visible", [])))
             owner = (int(spec["uid"]), int(spec["gid"])) if spec.get("drop") == "uid" else None
@@ -284,6 +362,7 @@ def isolate(spec: dict) -> dict:
             report["errors"].append(str(exc))
     _set_limits(spec.get("limits", {}))
     _drop_privileges(spec)
+    report["keyrings_denied"] = deny_keyrings()
     return report
 
 
@@ -458,6 +537,9 @@ def _student_case(case, ns, inputs: dict, course, np) -> dict:
     try:
         with course.drawing(course.Draws(replay=inputs)):
             arrays = as_plain_arrays(case.produce(ns), np)
+        big = [f"`{k}` has shape {tuple(v.shape)}" for k, v in arrays.items() if v.nbytes > MAX_RESULT_BYTES]
+        if big:  # an honest mistake (a wrong broadcast) stays one readable message, not a protocol error
+            raise ValueError(f"{'; '.join(big)}: far more values than this case can need")
         message = {"case": case.id, "arrays": _arrays_text(arrays, np), "error": None}
     except BaseException as exc:  # noqa: BLE001 - every failure is the student's
         message = {"case": case.id, "arrays": {}, "error": _describe(exc)}
@@ -526,6 +608,23 @@ def _run_chapter(chapter: str, spec: dict, cases: list, notebooks: dict, course,
         channel.send(message)
 
 
+def _leaking_copies(paths: list[str]) -> list[str]:
+    """The student copies (of :mod:`course_lib.grading.casefile`) that still hold an expected value or a check."""
+    leaks = []
+    for i, path in enumerate(paths):
+        try:
+            module = _load_module(f"course_student_copy_{i}", path)
+            bad = [getattr(c, "id", "?") for c in getattr(module, "CASES", [])
+                   if getattr(c, "expected", None) is not None or getattr(c, "robust", None) is not None]
+        except BaseException as exc:  # noqa: BLE001
+            bad = [f"cannot be loaded ({type(exc).__name__}: {exc})"]
+        finally:
+            sys.modules.pop(f"course_student_copy_{i}", None)
+        if bad:
+            leaks.append(f"{os.path.basename(path)}: {', '.join(map(str, bad[:5]))}")
+    return leaks
+
+
 def _serve(spec: dict, channel: Channel) -> None:
     import numpy as np
     import torch
@@ -549,6 +648,7 @@ def _serve(spec: dict, channel: Channel) -> None:
     if spec["mode"] == "reference":
         ready["notebooks"] = notebooks
         ready["cases"] = [_case_meta(c) for c in cases]
+        ready["leaks"] = _leaking_copies(spec.get("check_files", []))
     channel.send(ready)
     with open(int(spec["command_fd"]), "r", encoding="ascii", errors="replace", closefd=False) as commands:
         for line in commands:

@@ -195,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as exc:
         return fail(str(exc))
     out_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(out_dir, 0o700)  # grades and feedback are private; the children never see this folder anyway
     config = GradingConfig(out_dir=out_dir, course_root=root, solutions_dir=solutions,
                            cases_files=[cases, *(p.resolve() for p in args.extra_tests)], chapters=chapters,
                            limits=limits, jobs=args.jobs, force=args.force, reference_manifest=args.reference,
@@ -211,7 +212,6 @@ def main(argv: list[str] | None = None) -> int:
         except (RuntimeError, ValueError) as exc:  # UnsafeSandboxError included
             return fail(str(exc))
         if info.mode == "nobody":
-            os.chmod(out_dir, 0o700)
             reachable = reachable_by_nobody(config, single=args.single)
             info.permissions_checked = not reachable
             if reachable:
@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         for sub in subs:
             try:
                 sub.sha256 = submission_hash(sub, config.intake)
-            except OSError:
+            except Exception:  # noqa: BLE001 - an odd submission must not stop the class's grading
                 sub.sha256 = ""
             prev = None if args.force else previous_result(out_dir, sub, ref)
             if prev is not None:

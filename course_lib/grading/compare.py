@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["ResultError", "CaseVerdict", "read_array", "read_input_array", "decode_arrays", "read_file_at",
-           "compare_arrays", "judge_case", "is_rejection_case", "unearned_rejections", "REJECTION_ALONE"]
+           "compare_arrays", "judge_case", "is_rejection_case", "unearned_passes", "REJECTION_ALONE", "FIXED_ALONE"]
 
 _ALLOWED = {np.dtype(np.float64): "f", np.dtype(np.int64): "i", np.dtype(np.bool_): "b"}
 _INPUT_DTYPES = {*_ALLOWED, np.dtype(np.float32)}
@@ -246,9 +246,12 @@ def judge_case(case: dict, message: dict | None, reference: dict[str, np.ndarray
 
 
 #: why a passed rejection case earns nothing yet (shown to the student)
-REJECTION_ALONE = ("raising ValueError here is right, but no other case of this exercise passes yet: this check "
-                   "counts once the function also works on good input (a function that raises for every input "
-                   "would pass it)")
+REJECTION_ALONE = ("raising ValueError here is right, but no case of this exercise with inputs drawn for this run "
+                   "passes yet: this check counts once the function also works on good input (a function that "
+                   "raises for every input would pass it)")
+#: why a passed case with fixed inputs earns nothing yet (shown to the student)
+FIXED_ALONE = ("this case's inputs are fixed (and public): it counts once a case of this exercise with inputs "
+               "drawn for this run passes too (a table of answers would pass it)")
 
 
 def is_rejection_case(case_id: str) -> bool:
@@ -256,16 +259,21 @@ def is_rejection_case(case_id: str) -> bool:
     return "-rejects-" in case_id
 
 
-def unearned_rejections(results) -> set[str]:
-    """Ids of passed rejection cases whose exercise has no passed value case.
+def unearned_passes(results) -> dict[str, str]:
+    """Passed cases that earn nothing yet, with the reason.
 
     Args:
-        results: ``(case_id, exercise, passed)`` triples of one submission.
+        results: ``(case_id, exercise, passed, drawn)`` of one submission;
+            ``drawn``: the case's inputs are drawn per run (not fixed).
 
     A function that raises ``ValueError`` for every input passes every
-    rejection case; such a pass counts only once the exercise also computes
-    something right. The student's check command and the grader both apply this.
+    rejection case, and a table of answers passes every case with fixed
+    inputs. Such passes count only once the exercise also passes a value case
+    whose inputs were drawn for this run. The student's check command and the
+    grader both apply this rule.
     """
     results = list(results)
-    solved = {ex for cid, ex, ok in results if ok and not is_rejection_case(cid)}
-    return {cid for cid, ex, ok in results if ok and is_rejection_case(cid) and ex not in solved}
+    solved = {ex for cid, ex, ok, drawn in results if ok and drawn and not is_rejection_case(cid)}
+    return {cid: REJECTION_ALONE if is_rejection_case(cid) else FIXED_ALONE
+            for cid, ex, ok, drawn in results
+            if ok and ex not in solved and (is_rejection_case(cid) or not drawn)}

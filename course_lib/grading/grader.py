@@ -43,8 +43,8 @@ from pathlib import Path
 import numpy as np
 
 from .casefile import student_copy
-from .compare import (REJECTION_ALONE, ResultError, compare_arrays, decode_arrays, judge_case, read_array,
-                      read_input_array, unearned_rejections)
+from .compare import (ResultError, compare_arrays, decode_arrays, judge_case, read_array, read_input_array,
+                      unearned_passes)
 from .intake import IntakeLimits, Submission, collect_notebooks
 from .report import StudentResult, atomic_write
 from .sandbox import (MEMORY_WORDS, ChildRun, ChildSpec, Limits, SandboxInfo, Supervisor, child_sys_path,
@@ -299,16 +299,23 @@ def build_reference(config: GradingConfig, supervisor: Supervisor, info: Sandbox
     try:
         for ch in chapters:
             _copy_readonly(config.solutions_dir / notebooks[ch], work / "submission" / notebooks[ch])
-        cases_files = []
-        for i, p in enumerate(config.cases_files):
+        cases_files, check_files = [], []
+        for i, (p, copy) in enumerate(zip(config.cases_files, _student_copies(config.cases_files))):
             dst = work / "tests" / ("cases.py" if i == 0 else f"extra_{i}.py")
             _copy_readonly(p, dst)
             cases_files.append(str(dst))
+            (work / "tests" / f"student_copy_{i}.py").write_text(copy, encoding="utf-8")
+            check_files.append(str(work / "tests" / f"student_copy_{i}.py"))
         limits = replace(config.limits, chapter_timeout_s=max(config.limits.chapter_timeout_s * 5, 300),
                          submission_timeout_s=max(config.limits.submission_timeout_s * 3, 1800), cpu_s=None)
-        spec = ChildSpec("reference", cases_files=cases_files, salt=secrets.token_hex(16))
+        spec = ChildSpec("reference", cases_files=cases_files, salt=secrets.token_hex(16), check_files=check_files)
         run = run_chapters(work, spec, supervisor=supervisor, info=info, limits=limits, sys_path=child_sys_path(),
                            chapters=chapters, case_ids={})
+        if run.ready.get("leaks"):
+            raise ReferenceError("the student copy of a cases file still carries expected values, which the "
+                                 "student's process would hold: " + "; ".join(map(str, run.ready["leaks"]))
+                                 + ". Register cases with Case(...) or _add(...) under those names, or pass "
+                                 "expected= (and robust=) as keyword arguments.")
         bad = {ch: st for ch, st in run.chapter_status.items() if st != "ok"}
         if bad or not run.ready.get("cases"):
             raise ReferenceError(f"the reference run on solutions/ failed: chapters {bad or 'unknown'}; "
@@ -570,11 +577,12 @@ def _judge(sub: Submission, ref: Reference, work: Path, run: ChildRun, flags: li
             if v.child_error:
                 v.child_error = rename_cells_with(_strip_workdir(v.child_error, work), numbers)
         verdicts.append(v)
-    unearned = unearned_rejections((v.case_id, v.exercise, v.passed) for v in verdicts)
+    drawn = {c["id"]: bool(c.get("draws")) for c in ref.cases}
+    unearned = unearned_passes((v.case_id, v.exercise, v.passed, drawn[v.case_id]) for v in verdicts)
     for v in verdicts:
         if v.case_id in unearned:
             v.points, v.passed = 0, False
-            v.message = f"Exercise {v.exercise} ({v.function}), case {v.case_id}: {REJECTION_ALONE}."
+            v.message = f"Exercise {v.exercise} ({v.function}), case {v.case_id}: {unearned[v.case_id]}."
     memory = "memory" in run.chapter_status.values() or any(
         v.child_error and any(w in v.child_error for w in MEMORY_WORDS) for v in verdicts)
     statuses = set(run.chapter_status.values())

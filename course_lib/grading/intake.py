@@ -74,7 +74,7 @@ class IntakeLimits:
         zip_bytes: largest ``.zip`` file accepted (compressed).
     """
 
-    notebook_bytes: int = 20 << 20
+    notebook_bytes: int = 64 << 20
     total_bytes: int = 200 << 20
     members: int = 2000
     zip_bytes: int = 100 << 20
@@ -308,11 +308,49 @@ def _file_sha(path: Path, h) -> None:
             h.update(chunk)
 
 
+#: deepest folder level of a submission that is read
+MAX_DEPTH = 32
+
+
+class _FolderTooBig(Exception):
+    """A submission folder nested too deep or holding too many entries."""
+
+
+def _walk(root: Path, max_entries: int):
+    """``os.walk(root)`` top-down without recursion (Python 3.11's recurses), never following links.
+
+    Yields ``(dirpath, dirnames, filenames)``; the caller may prune
+    ``dirnames`` in place. Raises :class:`_FolderTooBig` past
+    :data:`MAX_DEPTH` levels or ``max_entries`` entries (folders included).
+    """
+    stack, seen = [(str(root), 0)], 0
+    while stack:
+        top, depth = stack.pop()
+        try:
+            with os.scandir(top) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        seen += len(entries)
+        if seen > max_entries:
+            raise _FolderTooBig(f"the folder has more than {max_entries} files and folders")
+        dirs = sorted(e.name for e in entries if e.is_dir())
+        files = sorted(e.name for e in entries if not e.is_dir())
+        yield top, dirs, files
+        below = [d for d in dirs if not os.path.islink(os.path.join(top, d))]
+        if below and depth >= MAX_DEPTH:
+            raise _FolderTooBig(f"the folder is nested more than {MAX_DEPTH} levels deep")
+        stack.extend((os.path.join(top, d), depth + 1) for d in reversed(below))
+
+
 def _hash_folder(root: Path, limits: IntakeLimits) -> str:
     h = hashlib.sha256(b"folder\0")
     count = 0
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames.sort()
+    try:
+        walked = list(_walk(root, limits.members * 4))
+    except _FolderTooBig:
+        return h.hexdigest() + "-too-big"
+    for dirpath, dirnames, filenames in walked:
         for name in sorted(filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]):
             full = os.path.join(dirpath, name)
             rel = os.path.relpath(full, root)
@@ -446,7 +484,17 @@ def _collect_folder(sub: Submission, notebooks: dict[str, str], limits: IntakeLi
     root = sub.path
     found: dict[str, list] = {}
     count = 0
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+    try:
+        _collect_walk(sub, root, notebooks, limits, found)
+    except _FolderTooBig as exc:
+        sub.invalid = str(exc)
+        return
+    _collect_found(sub, found, limits)
+
+
+def _collect_walk(sub: Submission, root: Path, notebooks: dict[str, str], limits: IntakeLimits, found: dict) -> None:
+    count = 0
+    for dirpath, dirnames, filenames in _walk(root, limits.members * 4):
         rel_dir = os.path.relpath(dirpath, root)
         depth = 0 if rel_dir == "." else len(Path(rel_dir).parts)
         keep = []
@@ -475,6 +523,12 @@ def _collect_folder(sub: Submission, notebooks: dict[str, str], limits: IntakeLi
                                  f"(limit {limits.notebook_bytes})")
                 continue
             found.setdefault(chapter, []).append((depth, exact, os.path.relpath(full, root), full))
+
+
+def _collect_found(sub: Submission, found: dict, limits: IntakeLimits) -> None:
+    """Read the chosen notebook of each chapter (no links followed, size-capped)."""
+    if sub.invalid:
+        return
     for chapter, full in _pick(found, sub).items():
         try:
             fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))

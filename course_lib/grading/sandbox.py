@@ -64,9 +64,12 @@ _PR_SET_CHILD_SUBREAPER = 36
 #: words in a child's stderr that show it ran out of memory
 MEMORY_WORDS = ("MemoryError", "can't allocate memory", "Cannot allocate memory", "bad_alloc",
                 "failed to map segment", "out of memory", "OutOfMemory")
-#: the largest single message and the most bytes one child may send the parent
-MAX_MESSAGE_BYTES = 16 << 20
-MAX_CHANNEL_BYTES = 96 << 20
+#: the largest single message and the most bytes one submission's children may send the parent
+#: (a student's results are a few KiB per case; the trusted reference run also sends inputs)
+MAX_MESSAGE_BYTES = {"student": 4 << 20, "reference": 16 << 20, "probe": 1 << 20}
+MAX_CHANNEL_BYTES = 32 << 20
+#: characters kept of a child's error text
+MAX_ERROR_CHARS = 4000
 
 
 class UnsafeSandboxError(RuntimeError):
@@ -152,6 +155,8 @@ class SandboxInfo:
         cgroups: controllers of the child's own cgroup (``cpu``, ``pids``, ``memory``), empty if none.
         subreaper: escaped grandchildren are re-parented to the grader.
         permissions_checked: (``nobody`` mode) the grader checked that nobody cannot reach what it must not read.
+        keyrings_denied: a seccomp filter makes the kernel keyring calls fail (they are not namespaced).
+        host_covered: every top-level folder outside the system's is covered but for the paths the child needs.
         notes: sentences for the report, one per limit that could not be applied.
     """
 
@@ -166,6 +171,8 @@ class SandboxInfo:
     cgroups: list[str] = field(default_factory=list)
     subreaper: bool = False
     permissions_checked: bool = False
+    keyrings_denied: bool = False
+    host_covered: bool = False
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -187,8 +194,10 @@ class SandboxInfo:
             else "NOT isolated: System V IPC objects may survive the child",
             "user": {"uid": "runs as nobody (65534)", "caps": "grader's user id inside a user namespace, "
                      "every capability dropped", None: "runs as the grader's own user"}[self.drop],
-            "files": ("solutions, output folder and submissions covered; a private size-capped /tmp (also "
-                      "/var/tmp, /dev/shm, /run/lock) that vanishes with the child"
+            "files": ("solutions, output folder and submissions covered"
+                      + ("; every folder outside the system's (/home, /opt, /srv, /var, ...) covered but for "
+                         "Python, the imports and the work folder" if self.host_covered else "")
+                      + "; a private size-capped /tmp (also /var/tmp, /dev/shm, /run/lock) that vanishes with the child"
                       + ("; everything else read-only" if self.read_only_host else
                          "; NOT every other mount could be made read-only"))
             if self.hides_paths and self.private_tmp else
@@ -196,6 +205,8 @@ class SandboxInfo:
              "places are the host's: one submission per container (--single)")
             if self.mode == "nobody" and self.permissions_checked else
             "NOT isolated: the child can read and write what the grader's user can",
+            "keyrings": "kernel keyrings denied (seccomp): no channel between students through them"
+            if self.keyrings_denied else "NOT denied: kernel keyrings could pass data between students",
             "cpu_memory": (f"own cgroup ({', '.join(self.cgroups)}): CPU quota, process count and memory per child"
                            if self.cgroups else "no cgroup: CPU share and memory bounded only by rlimits"),
         }
@@ -609,12 +620,15 @@ class ChildSpec:
         cases_files: the cases files to load (student copies in student mode).
         hide: folders to cover with empty tmpfs mounts.
         salt: the reference run's secret (reference mode only).
+        check_files: student copies of the cases files, which the reference run loads to check that
+            they carry no expected value.
     """
 
     mode: str
     cases_files: list[str] = field(default_factory=list)
     hide: list[str] = field(default_factory=list)
     salt: str | None = None
+    check_files: list[str] = field(default_factory=list)
 
 
 def _spec_json(work: Path, spec: ChildSpec, *, info: SandboxInfo, limits: Limits, sys_path: list[str],
@@ -628,6 +642,7 @@ def _spec_json(work: Path, spec: ChildSpec, *, info: SandboxInfo, limits: Limits
         "salt": spec.salt,
         "sys_path": sys_path,
         "cases_files": spec.cases_files,
+        "check_files": spec.check_files,
         "stage_dir": str(work / "stage"),
         "result_fd": result_fd,
         "command_fd": command_fd,
@@ -658,6 +673,7 @@ class ChildSession:
     def __init__(self, work: Path, spec: ChildSpec, *, supervisor: Supervisor, info: SandboxInfo, limits: Limits,
                  sys_path: list[str], launch: int) -> None:
         self.supervisor, self.limits = supervisor, limits
+        self.max_message = MAX_MESSAGE_BYTES[spec.mode]
         self.buffer = bytearray()
         self.received = 0
         self.eof = False
@@ -686,6 +702,7 @@ class ChildSession:
                 os.close(result_w)
                 os.close(command_r)
         self.started = time.monotonic()
+        self.budget = MAX_CHANNEL_BYTES  # lowered by run_chapters to what the submission has left
         self.result_fd, self.command_fd = result_r, command_w
         os.set_blocking(self.result_fd, False)
 
@@ -698,15 +715,19 @@ class ChildSession:
             return False
 
     def next_message(self, deadline: float) -> dict | None:
-        """The next well-formed message before ``deadline``; ``None`` at the deadline, end of input or a bad frame."""
+        """The next well-formed message before ``deadline``; ``None`` at the deadline, end of input or a bad frame.
+
+        What already waits in the pipe at the deadline still counts (the parent
+        may have been busy), what arrives later does not.
+        """
         while True:
             message = self._take_frame()
             if message is not None or self.broken or self.eof:
                 return message
             left = deadline - time.monotonic()
-            if left <= 0:
+            ready, _, _ = select.select([self.result_fd], [], [], min(max(left, 0.0), 0.5))
+            if not ready and left <= 0:
                 return None
-            ready, _, _ = select.select([self.result_fd], [], [], min(left, 0.5))
             if not ready:
                 continue
             try:
@@ -719,7 +740,7 @@ class ChildSession:
                 self.eof = True
                 continue
             self.received += len(chunk)
-            if self.received > MAX_CHANNEL_BYTES:
+            if self.received > self.budget:
                 self.broken = f"the child sent more than {MAX_CHANNEL_BYTES >> 20} MiB of results"
                 return None
             self.buffer += chunk
@@ -728,8 +749,8 @@ class ChildSession:
         if len(self.buffer) < 8:
             return None
         size = int.from_bytes(self.buffer[:8], "big")
-        if size > MAX_MESSAGE_BYTES:
-            self.broken = f"a result message of {size} bytes (more than {MAX_MESSAGE_BYTES >> 20} MiB)"
+        if size > self.max_message:
+            self.broken = f"a result message of {size} bytes (more than {self.max_message} allowed)"
             return None
         if len(self.buffer) < 8 + size:
             return None
@@ -865,6 +886,9 @@ def _probe_one(work: Path, info: SandboxInfo, supervisor: Supervisor, sys_path: 
     report = message.get("probe") if isinstance(message, dict) else None
     if not isinstance(report, dict):
         return (session.tail(300).strip() or session.broken or "the probe child sent nothing")
+    info.keyrings_denied = bool(report.get("keyrings_denied"))
+    if not info.keyrings_denied:
+        info.notes.append("could not install the seccomp filter that denies the kernel keyring calls")
     if info.drop == "uid" and report.get("uid") == 0:
         return "the child is still root"
     if info.mode == "unsafe":
@@ -879,6 +903,9 @@ def _probe_one(work: Path, info: SandboxInfo, supervisor: Supervisor, sys_path: 
         return "; ".join(report.get("errors", []) + report.get("hidden_failed", []))
     if "/tmp" not in report.get("scratch", []):
         return "no private /tmp"
+    info.host_covered = not report.get("cover_failed")
+    if not info.host_covered:
+        info.notes.append("could not cover every top-level folder of the host: " + "; ".join(report["cover_failed"])[:500])
     info.read_only_host = not report.get("read_only_failed") and not report.get("writable")
     if not info.read_only_host:
         info.notes.append("could not make every host mount read-only for the child: "
@@ -937,7 +964,22 @@ def _run_chapter(session: ChildSession, chapter: str, case_ids: set[str], run: C
             return "ok"
         case_id = message.get("case")
         if isinstance(case_id, str) and case_id in case_ids and case_id not in run.results:
-            run.results[case_id] = message
+            run.results[case_id] = _kept_fields(message)
+
+
+def _kept_fields(message: dict) -> dict:
+    """Only what the parent uses of a case message: ``arrays`` (str -> str) and ``error`` (capped text)."""
+    kept: dict = {"arrays": {}, "error": None}
+    arrays = message.get("arrays")
+    if isinstance(arrays, dict):
+        kept["arrays"] = {k: v for k, v in list(arrays.items())[:200] if isinstance(k, str) and isinstance(v, str)}
+    error = message.get("error")
+    if isinstance(error, str):
+        kept["error"] = error[:MAX_ERROR_CHARS]
+    for key in ("expected", "inputs"):  # the trusted reference run only
+        if isinstance(message.get(key), dict):
+            kept[key] = {k: v for k, v in message[key].items() if isinstance(k, str) and isinstance(v, str)}
+    return kept
 
 
 def run_chapters(work: Path, spec: ChildSpec, *, supervisor: Supervisor, info: SandboxInfo, limits: Limits,
@@ -954,10 +996,12 @@ def run_chapters(work: Path, spec: ChildSpec, *, supervisor: Supervisor, info: S
     start = time.monotonic()
     sub_deadline = start + limits.submission_timeout_s
     remaining = list(chapters)
+    received = 0  # bytes from all of this submission's children
     while remaining and time.monotonic() < sub_deadline:
         run.launches += 1
         session = ChildSession(work, spec, supervisor=supervisor, info=info, limits=limits, sys_path=sys_path,
                                launch=run.launches)
+        session.budget = max(0, MAX_CHANNEL_BYTES - received)
         failed = None
         try:
             ready = session.next_message(min(sub_deadline, session.started + limits.startup_timeout_s))
@@ -980,6 +1024,7 @@ def run_chapters(work: Path, spec: ChildSpec, *, supervisor: Supervisor, info: S
                         break
         finally:
             oom, strays = session.close()
+            received += session.received
             run.killed_strays += strays
             err_tail = session.tail()
             run.stderr_tail = (run.stderr_tail + err_tail)[-4000:]
@@ -1009,18 +1054,12 @@ def _flooded(session: ChildSession, limits: Limits) -> bool:
 
 
 def remove_tree(path: Path) -> None:
-    """Remove a folder tree of any depth, also folders made unreadable (iterative, never recursive)."""
+    """Remove a folder tree of any depth, also folders made unreadable (never recursive, no subprocess:
+    the supervisor's sweep kills child processes it did not start)."""
     path = Path(path)
-    if not path.exists() and not path.is_symlink():
-        return
-    if path.is_symlink() or not path.is_dir():
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
         path.unlink()
-        return
-    rm = shutil.which("rm")
-    if rm:
-        subprocess.run([rm, "-rf", "--one-file-system", "--", str(path)], stdin=subprocess.DEVNULL,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    if path.exists():
+    elif path.exists():
         _remove_iteratively(path)
 
 

@@ -239,6 +239,6 @@ def test_every_exercise_has_drawn_inputs():
     for case in cases.CASES:
         with cases.drawing(cases.Draws(salt="any")) as draws:
             case.expected()
-        if draws.recorded:
+        if draws.recorded and "-rejects-" not in case.id:
             drawn.add(case.exercise)
     assert drawn == set(cases.EXERCISES), sorted(set(cases.EXERCISES) - drawn)

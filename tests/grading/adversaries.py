@@ -505,6 +505,14 @@ def gelu(x):
 ''' + "".join(f"def {name}(*args, **kwargs):\n    raise ValueError('bad input')\n" for name in (
         "scaled_dot_product_attention", "self_attention", "position_wise_ffn", "gelu", "padding_mask",
         "causal_mask", "decoder_self_attention_mask"))) for c in BATCH_CHAPTERS}, zero=["4.1", "4.2", "6.1", "6.2", "8.1", "8.2", "8.3"])
+    # Answers only for the public fixed inputs (a lookup table in effect): nothing counts without a drawn pass.
+    add("fixed_inputs_only", {**good(skip=("08",)), NB["08"]: notebook("08", EXERCISES, extra='''
+import torch
+def causal_mask(size):
+    if size not in (1, 4, 7):
+        raise ValueError("size")
+    return torch.ones(size, size, dtype=torch.bool).tril()[None, None]
+''')}, zero=["8.2"], full=["4.1", "6.1"])
     # Session leaders that spin: they must die with the child and must not starve the other job.
     add("setsid_spinners", {**good(skip=("06",)), NB["06"]: notebook("06", extra='''
 import os

@@ -25,7 +25,7 @@ NAMES = sorted([  # the submission names (test_every_built_submission_is_listed 
     "syntax_error", "not_a_notebook", "warnings_stderr", "delegates_builtin",
     # isolation attacks (each earned points or left traces on the grader before the redesign)
     "steals_expected", "runs_solution_source", "clock_stretch", "leaves_traces", "forges_channel",
-    "setsid_spinners", "fills_scratch_and_forks", "raises_everywhere"])
+    "setsid_spinners", "fills_scratch_and_forks", "raises_everywhere", "fixed_inputs_only"])
 
 
 def test_every_built_submission_is_listed(batch):
@@ -113,7 +113,8 @@ def test_summary_names_versions_and_manifest_hash(batch):
     assert sum(s["statuses"].values()) == len(NAMES)
     for name in NAMES:
         assert batch.grade(name)["manifest_hash"] == s["manifest_sha256"]
-    assert set(s["sandbox"]["statement"]) == {"network", "processes", "ipc", "user", "files", "cpu_memory"}
+    assert set(s["sandbox"]["statement"]) == {"network", "processes", "ipc", "user", "files", "keyrings", "cpu_memory"}
+    assert s["sandbox"]["keyrings_denied"] is True
     assert s["sandbox"]["safe"] is True, "the tests run where the safe sandbox works (root, unshare)"
 
 

@@ -149,6 +149,32 @@ def test_nobody_sandbox_only_for_one_protected_submission(tmp_path):
         assert single.returncode == 0
 
 
+def test_extra_tests_that_would_leak_expected_are_refused(tmp_path):
+    """An extra cases file that registers its cases through an alias keeps ``expected`` in the student
+    copy: the reference run sees it and the grading does not start."""
+    extra = tmp_path / "extra.py"
+    extra.write_text('''
+from course_exercise_cases import Case, to_array, _randn
+import torch.nn.functional as F
+MyCase = Case
+def _x():
+    return _randn(7001, 4, 6, scale=3.0)
+def _produce(ns):
+    return {"y": to_array(ns.gelu(_x()), "gelu(x)", kind="f")}
+def _expected():
+    return {"y": F.gelu(_x().double()).numpy()}
+CASES = [MyCase("6.2-extra-alias", "06", "6.2", 5, ("gelu",), _produce, _expected, 1e-6, 1e-9, "exact GELU")]
+''')
+    subs = write_folder(tmp_path / "subs" / "stub", {NB["06"]: (EXERCISES / NB["06"]).read_bytes()}).parent
+    proc = run_grader([subs, "--out", tmp_path / "out", "--chapters", "06", "--extra-tests", extra])
+    assert proc.returncode == 2 and "still carries expected values" in proc.stderr, proc.stderr[-1500:]
+    extra.write_text(extra.read_text().replace("_produce, _expected, 1e-6", "_produce, expected=_expected, rtol=1e-6")
+                     .replace(", 1e-9,", ", atol=1e-9,").replace('"exact GELU")', 'hint="exact GELU")'))
+    run = load_run(tmp_path / "out", run_grader([subs, "--out", tmp_path / "out", "--chapters", "06",
+                                                 "--extra-tests", extra]))
+    assert int(run.rows["stub"]["score"]) == 0
+
+
 def test_single_submission_mode(tmp_path):
     sub = write_folder(tmp_path / "anything", {NB["06"]: notebook("06")})
     out = tmp_path / "out"

@@ -10,6 +10,7 @@ import io
 import base64
 import json
 import subprocess
+import sys
 import os
 import stat
 import zipfile
@@ -383,10 +384,34 @@ def test_nobody_can_reach(tmp_path):
     assert not nobody_can_reach(str(tmp_path / "missing"))
 
 
-def test_rejection_cases_count_only_with_a_value_case():
-    from course_lib.grading.compare import unearned_rejections
+def test_rejections_and_fixed_cases_count_only_with_a_drawn_value_case():
+    from course_lib.grading.compare import FIXED_ALONE, REJECTION_ALONE, unearned_passes
 
-    results = [("4.1-a", "4.1", False), ("4.1-rejects-x", "4.1", True),
-               ("6.1-a", "6.1", True), ("6.1-rejects-y", "6.1", True), ("8.1-rejects-z", "8.1", False)]
-    assert unearned_rejections(results) == {"4.1-rejects-x"}
-    assert unearned_rejections([]) == set()
+    results = [("4.1-a", "4.1", False, True), ("4.1-rejects-x", "4.1", True, True), ("4.1-fixed", "4.1", True, False),
+               ("6.1-a", "6.1", True, True), ("6.1-rejects-y", "6.1", True, False), ("6.1-fixed", "6.1", True, False),
+               ("8.1-rejects-z", "8.1", False, False)]
+    assert unearned_passes(results) == {"4.1-rejects-x": REJECTION_ALONE, "4.1-fixed": FIXED_ALONE}
+    assert unearned_passes([]) == {}
+
+
+def test_seccomp_filter_denies_kernel_keyrings():
+    """Keyrings are not namespaced: the child's filter must make add_key/keyctl fail (EPERM), nothing else."""
+    import platform
+
+    if platform.machine() not in ("x86_64", "aarch64") or not sys.platform.startswith("linux"):
+        pytest.skip("seccomp filter for x86_64/aarch64 Linux only")
+    nrs = {"x86_64": (248, 250), "aarch64": (217, 219)}[platform.machine()]
+    code = f"""
+import ctypes, os, subprocess, sys
+sys.path.insert(0, {str(Path(__file__).resolve().parents[2] / "course_lib" / "grading")!r})
+import child
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(38, 1, 0, 0, 0)
+assert child.deny_keyrings()
+assert libc.syscall({nrs[0]}, b"user", b"grader-test-key", b"x", 1, -4) == -1 and ctypes.get_errno() == 1
+assert libc.syscall({nrs[1]}, 0, -4, 0, 0, 0) == -1 and ctypes.get_errno() == 1
+assert subprocess.run(["true"]).returncode == 0 and os.getpid() > 0
+print("ok")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "ok", proc.stderr[-2000:]
