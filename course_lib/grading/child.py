@@ -608,14 +608,38 @@ def _run_chapter(chapter: str, spec: dict, cases: list, notebooks: dict, course,
         channel.send(message)
 
 
-def _leaking_copies(paths: list[str]) -> list[str]:
-    """The student copies (of :mod:`course_lib.grading.casefile`) that still hold an expected value or a check."""
+def _named_code(obj) -> set:
+    """``(name, bytecode)`` of every named function in ``obj`` (a function or ``functools.partial``), nested ones too."""
+    import types
+
+    obj = getattr(obj, "func", obj)
+    code = getattr(obj, "__code__", None)
+    out, stack = set(), [code] if isinstance(code, types.CodeType) else []
+    while stack:
+        c = stack.pop()
+        if not c.co_name.startswith("<"):  # lambdas and comprehensions look alike everywhere
+            out.add((c.co_name, c.co_code))
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return out
+
+
+def _leaking_copies(paths: list[str], cases: list) -> list[str]:
+    """The student copies (:mod:`course_lib.grading.casefile`) that still hold an expected value, a robustness
+    check, or a function the full cases use as one (e.g. passed to ``Case`` through a helper)."""
+    import types
+
+    secret = set()
+    for case in cases:
+        for fn in (getattr(case, "expected", None), getattr(case, "robust", None)):
+            secret |= _named_code(fn)
     leaks = []
     for i, path in enumerate(paths):
         try:
             module = _load_module(f"course_student_copy_{i}", path)
             bad = [getattr(c, "id", "?") for c in getattr(module, "CASES", [])
                    if getattr(c, "expected", None) is not None or getattr(c, "robust", None) is not None]
+            bad += sorted({name for name, value in vars(module).items() if isinstance(value, types.FunctionType)
+                           and _named_code(value) & secret})
         except BaseException as exc:  # noqa: BLE001
             bad = [f"cannot be loaded ({type(exc).__name__}: {exc})"]
         finally:
@@ -648,7 +672,7 @@ def _serve(spec: dict, channel: Channel) -> None:
     if spec["mode"] == "reference":
         ready["notebooks"] = notebooks
         ready["cases"] = [_case_meta(c) for c in cases]
-        ready["leaks"] = _leaking_copies(spec.get("check_files", []))
+        ready["leaks"] = _leaking_copies(spec.get("check_files", []), cases)
     channel.send(ready)
     with open(int(spec["command_fd"]), "r", encoding="ascii", errors="replace", closefd=False) as commands:
         for line in commands:
@@ -674,13 +698,19 @@ def _probe(spec: dict, report: dict, channel: Channel) -> None:
     with open(torch_spec.origin, "rb") as fh:
         fh.read(1)
     writable = []
-    for place in ("/", "/etc", os.getcwd(), os.path.dirname(torch_spec.origin)):
-        try:
-            with open(os.path.join(place, ".course-grader-probe"), "wb"):
-                pass
+    if spec.get("private_mounts"):  # (never outside the sandbox: there it would write into the host)
+        for place in ("/", "/etc", os.getcwd(), os.path.dirname(torch_spec.origin)):
+            probe = os.path.join(place, ".course-grader-probe")
+            try:
+                with open(probe, "xb"):
+                    pass
+            except OSError:
+                continue
             writable.append(place)
-        except OSError:
-            pass
+            try:
+                os.unlink(probe)
+            except OSError:
+                pass
     channel.send({"probe": {"uid": os.getuid(), "euid": os.geteuid(), "pid": os.getpid(), "writable": writable,
                             **report}})
 

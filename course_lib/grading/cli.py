@@ -252,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
                 r.status = "crashed"
                 r.notes = [f"The grader could not grade this submission ({type(exc).__name__}); "
                            f"tell the instructor."]
+            sub.notebooks.clear()  # the bytes are in the work folder no more: do not keep a class's notebooks
             write_student_files(out_dir, r)
             return r
 

@@ -74,7 +74,7 @@ class IntakeLimits:
         zip_bytes: largest ``.zip`` file accepted (compressed).
     """
 
-    notebook_bytes: int = 64 << 20
+    notebook_bytes: int = 24 << 20  # as the loader (extract.MAX_NOTEBOOK_BYTES): outputs count
     total_bytes: int = 200 << 20
     members: int = 2000
     zip_bytes: int = 100 << 20

@@ -703,6 +703,7 @@ class ChildSession:
                 os.close(command_r)
         self.started = time.monotonic()
         self.budget = MAX_CHANNEL_BYTES  # lowered by run_chapters to what the submission has left
+        self._drained_for: float | None = None
         self.result_fd, self.command_fd = result_r, command_w
         os.set_blocking(self.result_fd, False)
 
@@ -725,9 +726,13 @@ class ChildSession:
             if message is not None or self.broken or self.eof:
                 return message
             left = deadline - time.monotonic()
-            ready, _, _ = select.select([self.result_fd], [], [], min(max(left, 0.0), 0.5))
-            if not ready and left <= 0:
-                return None
+            if left <= 0:
+                if self._drained_for == deadline:  # what was waiting at the deadline has been read
+                    return None
+                self._drained_for = deadline
+                self._drain()
+                continue
+            ready, _, _ = select.select([self.result_fd], [], [], min(left, 0.5))
             if not ready:
                 continue
             try:
@@ -743,6 +748,24 @@ class ChildSession:
             if self.received > self.budget:
                 self.broken = f"the child sent more than {MAX_CHANNEL_BYTES >> 20} MiB of results"
                 return None
+            self.buffer += chunk
+
+    def _drain(self, limit: int = 8 << 20) -> None:
+        """Read what already waits in the pipe (at most ``limit`` bytes), without waiting for more."""
+        taken = 0
+        while taken < limit:
+            try:
+                chunk = os.read(self.result_fd, 1 << 20)
+            except (BlockingIOError, OSError):
+                return
+            if not chunk:
+                self.eof = True
+                return
+            taken += len(chunk)
+            self.received += len(chunk)
+            if self.received > self.budget:
+                self.broken = f"the child sent more than {MAX_CHANNEL_BYTES >> 20} MiB of results"
+                return
             self.buffer += chunk
 
     def _take_frame(self) -> dict | None:

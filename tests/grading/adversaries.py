@@ -513,6 +513,34 @@ def causal_mask(size):
         raise ValueError("size")
     return torch.ones(size, size, dtype=torch.bool).tril()[None, None]
 ''')}, zero=["8.2"], full=["4.1", "6.1"])
+    # Keep the result pipe busy from just before the deadline, and answer after it: too late all the same.
+    add("deadline_flood", {**good(skip=("06",)), NB["06"]: notebook("06", extra='''
+import json
+import os
+import sys
+import threading
+import time
+import torch
+_T0 = []
+def _flood(fd, start, stop):
+    block = b"\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x02{}" * 409
+    while time.monotonic() < start:
+        time.sleep(0.01)
+    while time.monotonic() < stop:
+        try:
+            os.write(fd, block)
+        except OSError:
+            return
+def _start(_=None):
+    _T0.append(time.monotonic())
+    fd = int(json.load(open(sys.argv[1]))["result_fd"])
+    threading.Thread(target=_flood, args=(fd, _T0[0] + 9.0, _T0[0] + 25), daemon=True).start()
+def _at_load(_=_start()):
+    pass
+def gelu(x):
+    time.sleep(max(0.0, _T0[0] + 14 - time.monotonic()))
+    return 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
+''')}, zero=["6.2"], full=["4.1", "8.1"], status="timeout")
     # Session leaders that spin: they must die with the child and must not starve the other job.
     add("setsid_spinners", {**good(skip=("06",)), NB["06"]: notebook("06", extra='''
 import os

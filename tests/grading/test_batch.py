@@ -25,7 +25,7 @@ NAMES = sorted([  # the submission names (test_every_built_submission_is_listed 
     "syntax_error", "not_a_notebook", "warnings_stderr", "delegates_builtin",
     # isolation attacks (each earned points or left traces on the grader before the redesign)
     "steals_expected", "runs_solution_source", "clock_stretch", "leaves_traces", "forges_channel",
-    "setsid_spinners", "fills_scratch_and_forks", "raises_everywhere", "fixed_inputs_only"])
+    "setsid_spinners", "fills_scratch_and_forks", "raises_everywhere", "fixed_inputs_only", "deadline_flood"])
 
 
 def test_every_built_submission_is_listed(batch):

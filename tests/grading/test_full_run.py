@@ -168,6 +168,10 @@ CASES = [MyCase("6.2-extra-alias", "06", "6.2", 5, ("gelu",), _produce, _expecte
     subs = write_folder(tmp_path / "subs" / "stub", {NB["06"]: (EXERCISES / NB["06"]).read_bytes()}).parent
     proc = run_grader([subs, "--out", tmp_path / "out", "--chapters", "06", "--extra-tests", extra])
     assert proc.returncode == 2 and "still carries expected values" in proc.stderr, proc.stderr[-1500:]
+    helper = tmp_path / "helper.py"  # the same through a helper that calls Case positionally
+    helper.write_text(extra.read_text().replace("MyCase = Case\n", "def MyCase(*args):\n    return Case(*args[:6], args[6], *args[7:])\n"))
+    proc = run_grader([subs, "--out", tmp_path / "out", "--chapters", "06", "--extra-tests", helper])
+    assert proc.returncode == 2 and "_expected" in proc.stderr, proc.stderr[-1500:]
     extra.write_text(extra.read_text().replace("_produce, _expected, 1e-6", "_produce, expected=_expected, rtol=1e-6")
                      .replace(", 1e-9,", ", atol=1e-9,").replace('"exact GELU")', 'hint="exact GELU")'))
     run = load_run(tmp_path / "out", run_grader([subs, "--out", tmp_path / "out", "--chapters", "06",
