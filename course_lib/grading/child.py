@@ -163,6 +163,24 @@ def _cover_host(keep: list[str]) -> list[str]:
     return failed
 
 
+def _no_terminals() -> list[str]:
+    """Cover ``/dev/pts`` and ``/dev/ptmx``: the host's terminals (one devpts for everybody) would be a
+    channel between two children graded at the same time. Returns what failed."""
+    libc, failed = _libc(), []
+    for target, how in (("/dev/pts", "tmpfs"), ("/dev/ptmx", "bind")):
+        if not os.path.exists(target):
+            continue
+        try:
+            if how == "tmpfs":
+                _mount(libc, "none", target, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
+                       "size=4k,mode=000")
+            else:
+                _mount(libc, "/dev/null", target, None, _MS_BIND, None)
+        except OSError as exc:
+            failed.append(str(exc))
+    return failed
+
+
 def _keep_visible(paths: list[str]) -> list[int]:
     """Open each folder (``O_PATH``) so that it can be bound back after ``/tmp`` is covered."""
     fds = []
@@ -351,7 +369,7 @@ def isolate(spec: dict) -> dict:
     if spec.get("hide"):
         report["hidden_failed"] = _hide(spec["hide"])
     if spec.get("private_mounts"):
-        report["cover_failed"] = _cover_host(list(spec.get("keep_visible", [])))
+        report["cover_failed"] = _cover_host(list(spec.get("keep_visible", []))) + _no_terminals()
         try:
             kept = _keep_visible(list(spec.get("keep_visible", [])))
             owner = (int(spec["uid"]), int(spec["gid"])) if spec.get("drop") == "uid" else None
