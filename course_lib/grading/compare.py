@@ -17,58 +17,21 @@ from __future__ import annotations
 import base64
 import binascii
 import io
-import os
-import stat
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ResultError", "CaseVerdict", "read_array", "read_input_array", "decode_arrays", "read_file_at",
+__all__ = ["ResultError", "CaseVerdict", "read_array", "read_input_array", "decode_arrays",
            "compare_arrays", "judge_case", "is_rejection_case", "unearned_passes", "REJECTION_ALONE", "FIXED_ALONE"]
 
 _ALLOWED = {np.dtype(np.float64): "f", np.dtype(np.int64): "i", np.dtype(np.bool_): "b"}
 _INPUT_DTYPES = {*_ALLOWED, np.dtype(np.float32)}
 _KIND_WORDS = {"f": "float", "i": "integer", "b": "bool"}
 MAX_ARRAY_BYTES = 64 << 20
-MAX_INFO_BYTES = 64 << 10
 
 
 class ResultError(ValueError):
     """A result file that is missing, not a regular file, too big or not a plain array."""
-
-
-def _open_in(dir_fd: int, name: str, flags: int) -> int:
-    if "/" in name or name in (".", ".."):
-        raise ResultError(f"bad name {name!r}")
-    return os.open(name, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), dir_fd=dir_fd)
-
-
-def _read_file(dir_fd: int, name: str, limit: int) -> bytes:
-    try:
-        fd = _open_in(dir_fd, name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
-        raise ResultError("no result was recorded") from None
-    except OSError as exc:  # ELOOP: a symbolic link
-        raise ResultError(f"the result file is not a regular file ({exc.strerror})") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ResultError("the result file is not a regular file")
-        if st.st_size > limit:
-            raise ResultError(f"the result file is too big ({st.st_size} bytes)")
-        chunks, left = [], limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-        if len(data) > limit:
-            raise ResultError("the result file is too big")
-        return data
-    finally:
-        os.close(fd)
 
 
 def read_array(data: bytes, allowed=_ALLOWED) -> np.ndarray:
@@ -116,17 +79,6 @@ def decode_arrays(encoded: object, reader=read_array) -> dict[str, np.ndarray | 
         except ResultError as exc:
             out[key] = exc
     return out
-
-
-def read_file_at(dir_fd: int, name: str, limit: int = MAX_ARRAY_BYTES) -> bytes:
-    """The bytes of ``name`` in the open folder ``dir_fd`` (no symbolic links, size-capped)."""
-    return _read_file(dir_fd, name, limit)
-
-
-def open_dir(path: str, dir_fd: int | None = None) -> int:
-    """Open a directory without following a symbolic link (``O_DIRECTORY | O_NOFOLLOW``)."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    return os.open(path, flags, dir_fd=dir_fd)
 
 
 def compare_arrays(key: str, got: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> str | None:
