@@ -2,6 +2,7 @@
 #   make book   - create/reuse .venv, install, build the HTML book (clean, strict)
 #   make test   - create/reuse .venv, install, run every test (library, notebooks, book build)
 # Both need python3 (>= 3.10); `make book` also needs node/npm (for the offline JavaScript).
+#   make lab    - JupyterLab with the course's environment (students: chapters and exercises)
 
 PYTHON  ?= python3
 # Extra pip options for the install, e.g. PyTorch's CPU-only index (README.md).
@@ -18,9 +19,9 @@ endif
 export PYTHONHASHSEED := 0
 export MPLBACKEND := Agg
 
-.PHONY: book test install test-lib clean
+.PHONY: book test install test-lib lab clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml course_lib/__init__.py  # __init__.py holds the version: reinstall its metadata
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(PIP_EXTRA) -e ".[dev]"
@@ -39,6 +40,12 @@ test-lib: $(STAMP)
 
 test: $(STAMP)
 	scripts/test_all.sh $(PY)
+
+# JupyterLab with the course's environment, opened on the repository (chapters in
+# book/, exercises in exercises/). Extra options: make lab LAB_ARGS="--no-browser --port 8889"
+LAB_ARGS ?=
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab $(LAB_ARGS)
 
 clean:
 	rm -rf _build .pytest_cache

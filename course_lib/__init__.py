@@ -14,4 +14,5 @@ Importing the package does no work: import the submodule you need, e.g.
 ``from course_lib.attention import MultiHeadAttention``.
 """
 
-__version__ = "0.1.0"
+# The one version number of the project (pyproject.toml reads it; see CHANGELOG.md).
+__version__ = "0.2.0"

@@ -1,21 +1,30 @@
-"""The student's check command: run the exercise tests and print a score table.
+"""The student's check command: run the exercise cases and print a score table.
 
-Usage (from anywhere inside the course repository)::
+Usage (``course-check`` is the same command, installed with the package)::
 
     python -m course_lib.check              # every chapter
     python -m course_lib.check 04           # chapter 4 only (also "4" or "04_attention")
     python -m course_lib.check 04 05 --notebooks my_answers/
+    course-check my_answers/                # a folder of notebooks, from anywhere
+    course-check my_answers/ 04 05
 
-The notebooks are read from ``--notebooks DIR``; by default from the current
-directory when it holds exercise notebooks (so ``!python -m course_lib.check 04``
-inside a notebook checks the notebooks next to it), else from the repository's
-``exercises/``. The checker reads the *saved* notebook files: save first.
+The notebooks are read from the folder named on the command line (an argument
+that is a folder and not a chapter number) or ``--notebooks DIR``; by default
+from the current directory when it holds exercise notebooks (so
+``!python -m course_lib.check 04`` inside a notebook checks the notebooks next
+to it), else from ``exercises/`` of the course repository the command runs
+from (the clone the package was installed from with ``pip install -e .``, or
+the current folder or one above it). Outside a clone, name the folder. The
+checker reads the *saved* notebook files: save first.
 
-It runs ``pytest tests/exercises`` in a separate process (so that a crash or an
-endless loop in the code being checked cannot take the checker down), collects
-one result per case, and prints per exercise the points earned out of the points
-possible, the total, and what to fix. The exit code is 0 whatever the score; it
-is 2 only for a usage error (an unknown chapter, a missing folder).
+The cases ship with the package (``course_lib/exercise_cases/cases.py``), so
+the command works from an installed package as from a clone, with the same
+points. It runs them in a separate process (:mod:`course_lib.check_runner`, so
+that a crash or an endless loop in the code being checked cannot take the
+checker down), collects one result per case, and prints per exercise the points
+earned out of the points possible, the total, and what to fix. The exit code is
+0 whatever the score; it is 2 only for a usage error (an unknown chapter, a
+missing folder).
 
 Time limits: each case may run the student's code for ``--case-timeout``
 seconds (default 20; the case then fails as "did not finish", and the other
@@ -49,11 +58,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
+from .grading.casefile import CASES_FILE
 from .grading.compare import unearned_passes
 from .grading.extract import code_cell_numbers, rename_cells
 
-__all__ = ["repository_root", "load_cases", "resolve_chapters", "default_notebooks", "run_checks", "format_report",
-           "drawn_case_ids",
+__all__ = ["clone_root", "repository_root", "load_cases", "resolve_chapters", "default_notebooks", "split_targets",
+           "run_checks", "format_report", "drawn_case_ids",
            "code_cell_numbers", "rename_cells", "static_warnings", "copy_warnings", "main"]
 
 CASES_MODULE = "course_exercise_cases"
@@ -63,30 +73,49 @@ DEFAULT_TIMEOUT_PER_CHAPTER_S = 120.0
 DEFAULT_CASE_TIMEOUT_S = 20.0
 
 
+def _is_clone(folder: Path) -> bool:
+    return ((folder / "course_lib" / "__init__.py").is_file() and (folder / "solutions").is_dir()
+            and (folder / "exercises").is_dir())
+
+
+def clone_root(cwd: str | os.PathLike[str] | None = None) -> Path | None:
+    """The course repository the commands run from, or ``None`` outside a clone.
+
+    That is the repository holding this package (``course_lib/..``, an editable
+    install), else the current folder or the nearest folder above it that is a
+    clone (``course_lib/``, ``exercises/`` and ``solutions/`` side by side).
+    """
+    here = Path(cwd if cwd is not None else Path.cwd()).resolve()
+    for folder in (Path(__file__).resolve().parents[1], here, *here.parents):
+        if _is_clone(folder):
+            return folder
+    return None
+
+
 def repository_root() -> Path:
-    """The course repository that holds this package (``course_lib/..``).
+    """:func:`clone_root`, for the callers that need a clone.
 
     Raises:
-        FileNotFoundError: ``tests/exercises/cases.py`` is not there (e.g. the
-            package was installed without the repository).
+        FileNotFoundError: the command runs outside a clone of the course.
     """
-    root = Path(__file__).resolve().parents[1]
-    if not (root / "tests" / "exercises" / "cases.py").is_file():
+    root = clone_root()
+    if root is None:
         raise FileNotFoundError(
-            f"the exercise tests were not found under {root / 'tests' / 'exercises'}; run the checker from a "
-            f"clone of the course repository with `pip install -e .`"
+            "this is not a clone of the course repository: name the folder of notebooks to check "
+            "(course-check DIR or --notebooks DIR)"
         )
     return root
 
 
 def load_cases(path: str | os.PathLike[str] | None = None) -> ModuleType:
-    """Import ``tests/exercises/cases.py`` as the module ``course_exercise_cases``.
+    """Import the cases registry as the module ``course_exercise_cases``.
 
     The module is imported once per process and kept in ``sys.modules`` (the
     dataclass ``Case`` needs its module there); later calls return it.
 
     Args:
-        path: the file to load; default: the repository's ``tests/exercises/cases.py``.
+        path: the file to load; default: the package's
+            ``course_lib/exercise_cases/cases.py`` (:data:`~course_lib.grading.casefile.CASES_FILE`).
 
     Returns:
         the module, with ``CASES``, ``NOTEBOOKS``, ``EXERCISES``, ``compare`` ...
@@ -94,7 +123,7 @@ def load_cases(path: str | os.PathLike[str] | None = None) -> ModuleType:
     module = sys.modules.get(CASES_MODULE)
     if module is not None:
         return module
-    path = Path(path) if path is not None else repository_root() / "tests" / "exercises" / "cases.py"
+    path = Path(path) if path is not None else CASES_FILE
     spec = importlib.util.spec_from_file_location(CASES_MODULE, path)
     if spec is None or spec.loader is None:  # pragma: no cover
         raise ImportError(f"cannot import the exercise cases from {path}")
@@ -126,11 +155,26 @@ def resolve_chapters(args: list[str], notebooks: dict[str, str]) -> list[str]:
     return out
 
 
-def default_notebooks(cwd: Path, root: Path, notebooks: dict[str, str]) -> Path:
-    """The current directory if it holds an exercise notebook, else ``root/exercises``."""
+def default_notebooks(cwd: Path, root: Path | None, notebooks: dict[str, str]) -> Path | None:
+    """The current directory if it holds an exercise notebook, else ``root/exercises`` (``None`` without a clone)."""
     if any((cwd / name).is_file() for name in notebooks.values()):
         return cwd
-    return root / "exercises"
+    return root / "exercises" if root is not None else None
+
+
+_CHAPTER_WORD = re.compile(r"(?:ch(?:apter)?)?0*\d+", re.I)
+
+
+def split_targets(args: list[str]) -> tuple[list[str], list[str]]:
+    """``(chapters, folders)``: an argument that names an existing folder is a folder of notebooks, unless it
+    is a bare chapter number (``4``, ``04``, ``ch4``), which is always a chapter."""
+    chapters, folders = [], []
+    for arg in args:
+        if os.path.isdir(arg) and not _CHAPTER_WORD.fullmatch(arg):
+            folders.append(arg)
+        else:
+            chapters.append(arg)
+    return chapters, folders
 
 
 def static_warnings(chapters: list[str], notebooks: Path, cases: ModuleType) -> list[str]:
@@ -234,16 +278,16 @@ def drawn_case_ids(cases: ModuleType, wanted: list) -> set[str]:
 
 def run_checks(chapters: list[str], notebooks: Path, timeout_s: float | None = None,
                case_timeout_s: float = DEFAULT_CASE_TIMEOUT_S) -> CheckRun:
-    """Run the exercise tests of ``chapters`` (all when empty) on ``notebooks``.
+    """Run the exercise cases of ``chapters`` (all when empty) on ``notebooks``.
 
-    pytest runs in a child process in its own process group. Each case may run
+    The cases run in a child process (``python -m course_lib.check_runner``)
+    in its own process group. Each case may run
     the student's code for ``case_timeout_s`` seconds (0 = no limit); the child
     is killed as a whole after ``timeout_s`` seconds (default: 120 s per
     chapter checked). The child appends each case's result to a JSON-lines file
     as soon as the case ends, so the cases that finished before a kill keep
     their result; the case that was running is reported as not finished.
     """
-    root = repository_root()
     cases = load_cases()
     wanted = cases.cases_for(chapters)
     if timeout_s is None:
@@ -254,17 +298,23 @@ def run_checks(chapters: list[str], notebooks: Path, timeout_s: float | None = N
     with tempfile.TemporaryDirectory(prefix="course-check-") as tmp:
         report = Path(tmp) / "results.jsonl"
         cmd = [
-            sys.executable, "-m", "pytest", str(root / "tests" / "exercises" / "test_exercises.py"),
-            "--notebooks", str(notebooks), "--exercise-results", str(report), "--case-timeout", f"{case_timeout_s:g}",
-            "-p", "no:cacheprovider", "-q", "--tb=no", "--no-header", "-o", "addopts=", "--rootdir", str(root),
+            sys.executable, "-m", "course_lib.check_runner", "--notebooks", str(Path(notebooks).resolve()),
+            "--results", str(report), "--case-timeout", f"{case_timeout_s:g}",
         ]
         for chapter in chapters:
             cmd += ["--chapter", chapter]
-        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg")
+        env = dict(os.environ, MPLBACKEND="Agg")  # (byte-code caches are written for the libraries only:
+        # the notebooks' code is compiled from a string)
+        here = Path(__file__).resolve().parents[1]  # the folder holding this course_lib (a clone, or site-packages)
+        if here.name not in ("site-packages", "dist-packages"):  # e.g. run from a clone without an install
+            env["PYTHONPATH"] = os.pathsep.join([str(here), *filter(None, [env.get("PYTHONPATH")])])
         popen_kwargs = {"start_new_session": True} if os.name == "posix" else {}
         killed = False
-        with open(Path(tmp) / "pytest.log", "w+", encoding="utf-8", errors="replace") as log:
-            proc = subprocess.Popen(cmd, cwd=root, stdout=log, stderr=subprocess.STDOUT, env=env, **popen_kwargs)
+        with open(Path(tmp) / "run.log", "w+", encoding="utf-8", errors="replace") as log:
+            # cwd: an empty folder of ours (``-m`` puts it first on sys.path; nothing there can shadow a module)
+            os.mkdir(Path(tmp) / "cwd")
+            proc = subprocess.Popen(cmd, cwd=Path(tmp) / "cwd", stdout=log, stderr=subprocess.STDOUT, env=env,
+                                    **popen_kwargs)
             try:
                 proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
@@ -307,7 +357,8 @@ def run_checks(chapters: list[str], notebooks: Path, timeout_s: float | None = N
             f"(e.g. a decoding loop that ignores max_len)? The cases that finished keep their points."
         )
     elif unfinished:
-        run.problem = f"pytest ended (exit code {proc.returncode}) without results for some cases. Its output:\n{log_tail}"
+        run.problem = (f"the checks ended (exit code {proc.returncode}) without results for some cases. "
+                       f"Their output:\n{log_tail}")
         for result in unfinished:
             result.message = "no result (the run stopped before this case)"
     drawn = drawn_case_ids(cases, wanted)
@@ -338,8 +389,9 @@ def format_report(run: CheckRun, exercises: dict[str, str], max_messages: int = 
     """The score table and the failure messages, as text (ASCII only)."""
     lines: list[str] = []
     which = f"chapter{'s' if len(run.chapters) > 1 else ''} {', '.join(run.chapters)}" if run.chapters else "all chapters"
+    root = clone_root()
     try:
-        shown_path = run.notebooks.resolve().relative_to(repository_root())
+        shown_path = run.notebooks.resolve().relative_to(root) if root is not None else run.notebooks
     except ValueError:
         shown_path = run.notebooks
     lines.append(f"Checking the notebooks in {shown_path} ({which})")
@@ -398,30 +450,44 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m course_lib.check",
         description="Check your exercise notebooks (save them first!) and print your score per exercise.",
     )
-    parser.add_argument("chapters", nargs="*", help="chapters to check, e.g. 04 or 4 (default: all)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__import__('course_lib').__version__}")
+    parser.add_argument("chapters", nargs="*", metavar="CHAPTER_OR_FOLDER",
+                        help="chapters to check, e.g. 04 or 4 (default: all); an argument that is a folder (and not "
+                             "a chapter number) is the folder with your notebooks, as --notebooks")
     parser.add_argument("--notebooks", metavar="DIR", help="folder with the NN_topic.ipynb notebooks "
-                        "(default: the current folder if it has them, else the repository's exercises/)")
+                        "(default: the current folder if it has them, else exercises/ of the course repository "
+                        "you run this from)")
     parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                         help=f"stop all the checks after this long (default {DEFAULT_TIMEOUT_PER_CHAPTER_S:g} s per chapter)")
     parser.add_argument("--case-timeout", type=float, default=DEFAULT_CASE_TIMEOUT_S, metavar="SECONDS",
                         help=f"time your code may take in one case (default {DEFAULT_CASE_TIMEOUT_S:g}; 0 = no limit)")
     args = parser.parse_args(argv)
+    chapter_args, folders = split_targets(args.chapters)
     try:
-        root = repository_root()
         cases = load_cases()
-        chapters = resolve_chapters(args.chapters, cases.NOTEBOOKS)
+        chapters = resolve_chapters(chapter_args, cases.NOTEBOOKS)
+        named = folders + ([args.notebooks] if args.notebooks else [])
+        if len(named) > 1:
+            raise ValueError(f"name one folder of notebooks, not {len(named)}: {', '.join(map(repr, named))}")
     except (ValueError, FileNotFoundError) as exc:
         parser.print_usage(sys.stderr)
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.notebooks:
-        notebooks = Path(args.notebooks).resolve()
+    if args.notebooks or folders:
+        given = args.notebooks or folders[0]
+        notebooks = Path(given).resolve()
         if not notebooks.is_dir():
-            print(f"error: --notebooks {args.notebooks!r} is not a folder", file=sys.stderr)
+            print(f"error: --notebooks {given!r} is not a folder", file=sys.stderr)
             return 2
     else:
-        notebooks = default_notebooks(Path.cwd(), root, cases.NOTEBOOKS)
-    warnings = copy_warnings(args.chapters, chapters, notebooks, cases)
+        notebooks = default_notebooks(Path.cwd(), clone_root(), cases.NOTEBOOKS)
+        if notebooks is None:
+            parser.print_usage(sys.stderr)
+            print(f"error: no exercise notebooks ({', '.join(list(cases.NOTEBOOKS.values())[:2])}, ...) in the current "
+                  f"folder, and this is not a clone of the course: name the folder that holds your notebooks, e.g. "
+                  f"course-check my_notebooks/ (or --notebooks DIR)", file=sys.stderr)
+            return 2
+    warnings = copy_warnings(chapter_args, chapters, notebooks, cases)
     if warnings:  # before the (slow) run, so that a student checking the wrong file sees it at once
         for line in warnings:
             print("Warning: " + line)

@@ -9,6 +9,17 @@
   :func:`top_k_filter`, :func:`top_p_filter` - the logit transformations
   used by the decoders.
 
+**Special tokens.** No decoder ever generates ``<pad>`` or ``<bos>``:
+every step sets their logits (beam search: their log-probabilities) to
+``-inf`` (:func:`forbid_special_tokens`) before the repetition penalty,
+n-gram blocking and the choice (argmax, sampling with
+temperature/top-k/top-p, or the beam's top-k). A generated
+``<pad>`` would be read as padding when the prefix is recomputed (the
+decoder's default mask hides it) but not by the KV cache, so the two paths
+would disagree after it; ``<bos>`` only ever starts a prefix. The
+exception is an id equal to ``eos_id`` (e.g. ``pad_id == eos_id``): ending
+the sequence stays possible.
+
 All decoders work on a batch and stop each sequence at its own ``<eos>``
 (greedy decoding and sampling drop finished rows from the computation; beam
 search stops expanding a finished sentence). By default they use the model's
@@ -44,6 +55,7 @@ __all__ = [
     "top_k_filter",
     "top_p_filter",
     "choose_next_token",
+    "forbid_special_tokens",
     "length_penalty",
     "greedy_decode",
     "beam_search",
@@ -106,8 +118,10 @@ def block_repeated_ngrams(logits: Tensor, generated: Tensor, ngram_size: int) ->
     repetition penalty this never touches a token that merely occurred
     before (妈妈, or the second 我 of a sentence, stay possible): with
     ``n = 2`` a loop like 马马马 is cut at its third character. A row in
-    which *every* token would be forbidden is left unchanged (a distribution
-    of all ``-inf`` has no sample and no meaningful argmax).
+    which *every* token would be forbidden - counting those already at
+    ``-inf``, e.g. ``<pad>`` and ``<bos>`` in the decoders - is left
+    unchanged (a distribution of all ``-inf`` has no sample and no
+    meaningful argmax).
 
     Args:
         logits: next-token logits (or log-probabilities), ``(batch, V)``, float.
@@ -146,7 +160,7 @@ def block_repeated_ngrams(logits: Tensor, generated: Tensor, ngram_size: int) ->
     hits = torch.zeros(logits.shape, dtype=torch.int32, device=logits.device)
     hits.scatter_add_(1, grams[:, :, -1], match.to(torch.int32))
     banned = hits > 0
-    banned &= ~banned.all(dim=-1, keepdim=True)
+    banned &= ~(banned | (logits == float("-inf"))).all(dim=-1, keepdim=True)
     return logits.masked_fill(banned, float("-inf"))
 
 
@@ -246,6 +260,37 @@ def choose_next_token(
     scaled = top_p_filter(top_k_filter(logits.float() / temperature, top_k), top_p)
     probs = torch.softmax(scaled, dim=-1)
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def forbid_special_tokens(logits: Tensor, pad_id: int | None, bos_id: int | None, eos_id: int | None = None) -> Tensor:
+    """Set the logits of ``<pad>`` and ``<bos>`` to ``-inf``: tokens a decoder never generates.
+
+    Every decoder of this module calls it at each step, first, on the
+    next-token logits (beam search: on the log-probabilities, so that beam
+    scores stay the model's own ``log p``). An id equal to ``eos_id`` is left
+    alone (with ``pad_id == eos_id`` the sequence must still be able to end);
+    ``None`` and ids outside ``[0, V)`` are skipped.
+
+    Args:
+        logits: ``(..., V)`` float (logits or log-probabilities).
+        pad_id, bos_id: the ids to forbid, or ``None``.
+        eos_id: an id never forbidden, or ``None``.
+
+    Returns:
+        a new tensor of the same shape.
+
+    Raises:
+        ValueError: when no token would be left (``V`` holds only ``<pad>`` and ``<bos>``).
+
+    Source: chapter 10.
+    """
+    n = logits.size(-1)
+    banned = sorted({i for i in (pad_id, bos_id) if i is not None and i != eos_id and 0 <= i < n})
+    if len(banned) >= n:
+        raise ValueError(f"nothing left to generate: a vocabulary of {n} holds only <pad>/<bos> ids {banned}")
+    out = logits.clone()
+    out[..., banned] = float("-inf")
+    return out
 
 
 def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
@@ -383,6 +428,7 @@ def _generate(
                 full = logits.new_zeros(batch, logits.size(-1))
                 full[alive] = logits
                 all_logits.append(full)
+            logits = forbid_special_tokens(logits, pad_id, bos_id, eos_id)  # never <pad>/<bos>
             if repetition_penalty != 1.0:
                 logits = apply_repetition_penalty(logits, ys[:, 1:], repetition_penalty, ignore_ids=(pad_id, bos_id))
             if no_repeat_ngram_size:
@@ -435,6 +481,9 @@ def greedy_decode(
             paper, capped by the model's ``config.max_len - 1``).
         bos_id, eos_id, pad_id: special ids (course default 1, 2, 0);
             ``eos_id=None`` never stops early (always ``max_len`` tokens).
+            ``<pad>`` and ``<bos>`` are never generated (their logits are
+            set to ``-inf``, :func:`forbid_special_tokens`); ``pad_id`` only
+            fills the output after ``<eos>``.
         src_mask: bool ``(batch, 1, 1, src_len)``, ``True`` = real token;
             default ``model.source_mask(src)`` or the padding mask.
         use_cache: KV-cached incremental decoding (``True``), recompute the
@@ -447,9 +496,9 @@ def greedy_decode(
     Returns:
         ids ``(batch, out_len)`` (no ``<bos>``; ``<eos>`` then ``pad_id`` for
         finished rows); with ``return_logits``, also a float32 tensor
-        ``(batch, out_len, V)`` of the next-token logits of each step (before
-        the repetition penalty and n-gram blocking; zeros for rows that had
-        already finished).
+        ``(batch, out_len, V)`` of the next-token logits of each step (the
+        model's, before the ``<pad>``/``<bos>`` ban, the repetition penalty
+        and n-gram blocking; zeros for rows that had already finished).
 
     Raises:
         ValueError: ``src`` not 2-D integer, ``max_len`` beyond the model's
@@ -484,7 +533,9 @@ def sample(
 
     ``temperature=0`` gives exactly :func:`greedy_decode`; ``top_k`` larger
     than the vocabulary is clamped; ``top_p`` keeps the smallest set of tokens
-    whose probability reaches ``top_p``.
+    whose probability reaches ``top_p``. ``<pad>`` and ``<bos>`` are set to
+    ``-inf`` before temperature and filters, so they are never drawn and the
+    softmax renormalises over the other tokens.
 
     Args:
         model, src, max_len, bos_id, eos_id, pad_id, src_mask, use_cache,
@@ -546,6 +597,12 @@ def beam_search(
     With ``beam_size=1`` the single kept candidate is the argmax, so the
     result equals :func:`greedy_decode` exactly.
 
+    ``<pad>`` and ``<bos>`` are never generated: their log-probabilities
+    are set to ``-inf`` (:func:`forbid_special_tokens`) without
+    renormalising the others, so a score is still the model's own
+    ``log p(hypothesis | source)`` (what teacher forcing computes) divided
+    by the length penalty.
+
     Args:
         model, src, max_len, bos_id, eos_id, pad_id, src_mask, use_cache: as
             :func:`greedy_decode`.
@@ -594,7 +651,7 @@ def beam_search(
         offsets = (torch.arange(batch, device=device) * k)[:, None]  # (batch, 1)
         for t in range(1, n_new + 1):
             logits = _step_logits(model, ys, memory, mask, cache).float()
-            logp = torch.log_softmax(logits, dim=-1)  # (batch * k, V)
+            logp = forbid_special_tokens(torch.log_softmax(logits, dim=-1), pad_id, bos_id, eos_id)  # (batch * k, V)
             if no_repeat_ngram_size:
                 logp = block_repeated_ngrams(logp, ys[:, 1:], no_repeat_ngram_size)
             vocab = logp.size(-1)

@@ -108,6 +108,11 @@ def label_smoothed_cross_entropy(
     ``q`` summing to one); its minimum, reached at ``p = q``, is the entropy
     ``H(q)`` (0 only without smoothing).
 
+    A ``<pad>`` logit of ``-inf`` (a model that masks ``<pad>`` out of its
+    output): the annotated loss and its gradient stay finite, since ``q``
+    gives ``<pad>`` nothing; the pytorch loss is ``+inf``, like
+    ``F.cross_entropy``, since its ``q`` gives ``<pad>`` ``eps / V``.
+
     Args:
         logits: unnormalised scores, shape ``(..., V)``, any float dtype
             (computed in float32).
@@ -158,9 +163,15 @@ def label_smoothed_cross_entropy(
         others = n_classes - 1 - (0 if pad_id is None else 1)
         if others < 1:
             raise ValueError(f"the annotated convention needs at least 3 classes (with pad); got V={n_classes}")
-        rest = logp.sum(dim=-1) - logp_target
-        if pad_id is not None:
-            rest = rest - logp[..., pad_id]
+        # Sum of log p over the classes that get eps / others: all but <pad> and the target. <pad> is
+        # summed around, not subtracted: a model that never predicts it has log p = -inf there, and
+        # (-inf) - (-inf) would be NaN although q gives <pad> nothing. (A target at -inf stays in
+        # the sum: its loss is +inf.)
+        if pad_id is None:
+            rest = logp.sum(dim=-1)
+        else:
+            rest = logp[..., :pad_id].sum(dim=-1) + logp[..., pad_id + 1 :].sum(dim=-1)
+        rest = rest - logp_target.masked_fill(torch.isinf(logp_target), 0.0)
         per_token = (1.0 - label_smoothing) * nll + label_smoothing * (-rest / others)
     per_token = per_token.masked_fill(~keep, 0.0)
     if reduction == "none":

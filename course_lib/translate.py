@@ -34,6 +34,7 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
+from . import __version__
 from .decoding import beam_search, greedy_decode, sample
 from .metrics import bleu
 from .model import Transformer, TransformerConfig
@@ -599,6 +600,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m course_lib.translate``; returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m course_lib.translate", description="Train, evaluate and use the course's English->Chinese Transformer.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     p_train = sub.add_parser("train", help="train a translator (runs data-parallel under torchrun)")
     _add_train_args(p_train)

@@ -1,6 +1,6 @@
 """Display helpers for the book and the exercise notebooks (all chapters).
 
-Three things live here:
+Four things live here:
 
 * :func:`show_source` / :func:`get_source` - show the *real* source of a
   ``course_lib`` function, class or method, so that the book never drifts from
@@ -8,6 +8,8 @@ Three things live here:
 * :func:`plot_heatmap` - one consistent picture for every matrix of the course:
   attention weights, masks, positional encodings.
 * :func:`explorer_with_static` - the widget convention of the book.
+* :func:`use_cjk_font` - Chinese characters in figures, from the font that
+  ships with ``course_lib`` (no system font needed).
 
 The widget convention
 ---------------------
@@ -35,6 +37,7 @@ import re
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -43,7 +46,13 @@ __all__ = [
     "show_source",
     "plot_heatmap",
     "explorer_with_static",
+    "use_cjk_font",
+    "CJK_FONT_FILE",
 ]
+
+#: The Chinese font bundled with course_lib: a subset of Noto Sans SC Regular
+#: (SIL OFL 1.1; see course_lib/fonts/README.md for its characters and how it was made).
+CJK_FONT_FILE = Path(__file__).parent / "fonts" / "NotoSansSC-Regular-subset.ttf"
 
 
 # ---------------------------------------------------------------------------
@@ -231,6 +240,58 @@ def show_source(obj: Any, *, docstring: bool = True) -> None:
 
 
 # ---------------------------------------------------------------------------
+# Chinese text in figures
+# ---------------------------------------------------------------------------
+
+
+def use_cjk_font() -> str:
+    """Let matplotlib draw Chinese characters, with the font bundled in ``course_lib``.
+
+    Registers :data:`CJK_FONT_FILE` (a subset of Noto Sans SC: every character
+    of the course's Chinese data and of GB2312) with matplotlib *by file path*,
+    so it needs no system font and no rebuild of matplotlib's font cache, and
+    appends its family to ``matplotlib.rcParams["font.family"]``, e.g.
+    ``["sans-serif"]`` becomes ``["sans-serif", "Noto Sans SC"]``. matplotlib
+    (>= 3.6) takes each character from the first family in that list that has
+    it: Latin text keeps DejaVu Sans (or whatever families were set before)
+    and only the characters missing there come from the bundled font.
+
+    That ``rcParams`` entry is the only global state it changes. Calling it
+    again changes nothing. Text objects made *before* the call keep their old
+    fonts, so call it before drawing: the plotting helpers of this module do
+    so, and a chapter that draws Chinese text with plain matplotlib calls it
+    once in its set-up cell. Call it again after ``plt.rcdefaults()`` or
+    ``plt.style.use(...)``, which reset ``font.family``.
+
+    Returns:
+        The family name of the bundled font (``"Noto Sans SC"``), for
+        ``fontfamily=`` arguments.
+
+    Raises:
+        FileNotFoundError: the font file is missing (an incomplete install of
+            ``course_lib``).
+    """
+    import matplotlib
+    from matplotlib import font_manager
+
+    path = os.fspath(CJK_FONT_FILE)
+    manager = font_manager.fontManager
+    entry = next((f for f in manager.ttflist if f.fname == path), None)
+    if entry is None:
+        if not CJK_FONT_FILE.is_file():
+            raise FileNotFoundError(
+                f"the Chinese font of course_lib is missing: {path} "
+                "(reinstall the package; course_lib/fonts/README.md says how the file is made)"
+            )
+        manager.addfont(path)
+        entry = next(f for f in manager.ttflist if f.fname == path)
+    families = list(matplotlib.rcParams["font.family"])
+    if entry.name not in families:
+        matplotlib.rcParams["font.family"] = [*families, entry.name]
+    return entry.name
+
+
+# ---------------------------------------------------------------------------
 # Heatmaps
 # ---------------------------------------------------------------------------
 
@@ -299,6 +360,9 @@ def plot_heatmap(
         fmt: the format of annotated values, e.g. ``"{:.1f}"``.
         colorbar: add a colour bar.
 
+    Labels may hold Chinese characters: it calls :func:`use_cjk_font` first
+    (and gives its labels that font even on an ``ax`` made before).
+
     Returns:
         The matplotlib ``Axes`` drawn on. In a notebook, assign it
         (``ax = plot_heatmap(...)``) rather than ending the line with ``;``:
@@ -311,6 +375,8 @@ def plot_heatmap(
     """
     import matplotlib.pyplot as plt
 
+    use_cjk_font()
+    font = {"fontfamily": list(plt.rcParams["font.family"])}  # also for an ax made before the call
     array = _as_2d_array(matrix)
     n_rows, n_cols = array.shape
     if x_labels is not None and len(x_labels) != n_cols:
@@ -343,18 +409,18 @@ def plot_heatmap(
         texts = [str(label) for label in labels]
         if axis == "x":
             rotate = 90 if max((len(t) for t in texts), default=0) > 3 else 0
-            ax.set_xticks(positions, texts, rotation=rotate)
+            ax.set_xticks(positions, texts, rotation=rotate, **font)
         else:
-            ax.set_yticks(positions, texts)
+            ax.set_yticks(positions, texts, **font)
 
     set_ticks(x_labels, n_cols, "x")
     set_ticks(y_labels, n_rows, "y")
     if xlabel:
-        ax.set_xlabel(xlabel)
+        ax.set_xlabel(xlabel, **font)
     if ylabel:
-        ax.set_ylabel(ylabel)
+        ax.set_ylabel(ylabel, **font)
     if title:
-        ax.set_title(title)
+        ax.set_title(title, **font)
 
     if annotate:
         for i in range(n_rows):
@@ -405,6 +471,7 @@ def explorer_with_static(
     a PDF or a notebook preview can always show. Then displays an
     ``ipywidgets.interactive`` built from ``plot_fn`` and ``controls`` for
     readers with a running kernel. Tag the cell ``nbval-ignore-output``.
+    It calls :func:`use_cjk_font` first, so ``plot_fn`` may draw Chinese text.
 
     Example::
 
@@ -438,6 +505,7 @@ def explorer_with_static(
     import matplotlib.pyplot as plt
     from IPython.display import display
 
+    use_cjk_font()
     settings_list = [static] if isinstance(static, Mapping) else list(static)
     if not settings_list:
         raise ValueError("explorer_with_static needs at least one static setting")

@@ -16,6 +16,7 @@ stage "exercise tests on solutions/ (must all pass)" "$PY" -m pytest tests/exerc
 stage "exercise tests on untouched exercises/ (every stub must fail with its NotImplementedError)" \
     "$PY" -m pytest tests/exercises/test_exercises.py -q -p no:cacheprovider --notebooks exercises --expect-stubs
 stage "grader tests (tests/grading)" "$PY" -m pytest tests/grading -q -p no:cacheprovider
+stage "installed wheel outside the clone (course-check, course-grade)" scripts/test_wheel.sh "$PY"
 stage "solution notebooks (nbval)" "$PY" -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env solutions
 stage "book notebooks (nbval)" "$PY" -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
     --nbval-sanitize-with book/_sanitize.cfg book

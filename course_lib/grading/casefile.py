@@ -2,7 +2,7 @@
 
 The process that runs student code must hold no reference - not in memory, not
 on disk - because student code controls that whole process. A cases file
-(``tests/exercises/cases.py``, or an instructor's ``--extra-tests`` file)
+(the course's :data:`CASES_FILE`, or an instructor's ``--extra-tests`` file)
 registers each case with its ``produce`` (calls the student's code on inputs)
 and its ``expected`` (computes the answer). :func:`student_copy` rewrites the
 source so that the child gets only the first half:
@@ -25,8 +25,15 @@ Source: the autograder issue ("the child never holds a reference").
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
-__all__ = ["student_copy", "STRIPPED_KEYWORDS", "KEPT_NAMES"]
+__all__ = ["student_copy", "STRIPPED_KEYWORDS", "KEPT_NAMES", "CASES_FILE", "CASES_DIR"]
+
+#: the course's cases registry, shipped in the package (``course_lib/exercise_cases/cases.py``); it holds
+#: every case's ``expected()``, so the grader covers its whole folder (:data:`CASES_DIR`, byte-code cache
+#: included) in the process that runs a student's code
+CASES_FILE = Path(__file__).resolve().parents[1] / "exercise_cases" / "cases.py"
+CASES_DIR = CASES_FILE.parent
 
 #: keyword arguments whose value only the trusted side may see
 STRIPPED_KEYWORDS = ("expected", "robust")

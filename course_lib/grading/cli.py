@@ -30,8 +30,15 @@ with ``--reference MANIFEST`` a run reuses that manifest and its inputs, and
 then a submission whose hash did not change since it was graded against the
 same manifest is skipped unless ``--force``.
 
+``--solutions DIR``: the folder of the reference notebooks (``NN_topic.ipynb``
+for every chapter graded); default: ``solutions/`` of the course repository the
+command runs from (see :func:`course_lib.check.clone_root`). Outside a clone it
+must be given. The cases come from the package
+(``course_lib/exercise_cases/cases.py``; ``--cases PATH`` for another copy), so
+an installed package grades as a clone does.
+
 ``--extra-tests PATH``: a Python file with the same registry format as
-``tests/exercises/cases.py`` - a list ``CASES`` of objects with ``id``,
+the course's ``course_lib/exercise_cases/cases.py`` - a list ``CASES`` of objects with ``id``,
 ``chapter``, ``exercise``, ``points``, ``requires``, ``produce``,
 ``expected``, ``rtol``, ``atol``, ``hint`` (optionally ``robust``) - and
 optionally a literal ``NOTEBOOKS`` dict for new chapters. The trusted reference
@@ -68,15 +75,6 @@ from pathlib import Path
 __all__ = ["main", "build_parser"]
 
 
-def _default_root() -> Path:
-    import course_lib
-
-    root = Path(course_lib.__file__).resolve().parent.parent
-    if (root / "tests" / "exercises" / "cases.py").is_file():
-        return root
-    return Path.cwd()
-
-
 def _chapters(values: list[str]) -> list[str]:
     out = []
     for value in values:
@@ -96,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m course_lib.grading",
         description="Grade exercise submissions in sandboxed child processes and write grades.csv, "
                     "per-student Gradescope results.json and feedback, and summary.json.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__import__('course_lib').__version__}")
     p.add_argument("submissions", nargs="+", type=Path, metavar="SUBMISSIONS",
                    help="folder of submissions (one sub-folder or .zip per student); with --single, the submission")
     p.add_argument("--out", required=True, type=Path, metavar="DIR", help="report folder")
@@ -113,9 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--single", action="store_true", help="each SUBMISSIONS path is one submission")
     p.add_argument("--student", default=None, help="with --single: the student id")
     p.add_argument("--solutions", type=Path, default=None, metavar="DIR",
-                   help="reference notebooks (default: solutions/ of the course)")
+                   help="folder of the reference notebooks, NN_topic.ipynb for each chapter graded (default: "
+                        "solutions/ of the course repository you run this from; required outside a clone)")
     p.add_argument("--cases", type=Path, default=None, metavar="PATH",
-                   help="the course's cases registry (default: tests/exercises/cases.py)")
+                   help="the course's cases registry (default: the package's course_lib/exercise_cases/cases.py)")
     p.add_argument("--reference", type=Path, default=None, metavar="MANIFEST",
                    help="reuse this reference manifest.json and its drawn inputs (it must match the solutions, "
                         "cases and grader); without it every run draws new inputs")
@@ -181,14 +181,33 @@ def main(argv: list[str] | None = None) -> int:
         limits = Limits(chapter_timeout_s=args.timeout, submission_timeout_s=sub_timeout, memory_mb=args.memory)
     except (argparse.ArgumentTypeError, ValueError) as exc:
         return fail(str(exc))
-    root = _default_root()
-    cases = (args.cases or root / "tests" / "exercises" / "cases.py").resolve()
-    solutions = (args.solutions or root / "solutions").resolve()
+    from ..check import clone_root
+    from .casefile import CASES_FILE
+    from .grader import cases_notebooks
+
+    root = clone_root()
+    cases = (args.cases or CASES_FILE).resolve()
     for path, what in [(cases, "--cases"), *((p, "--extra-tests") for p in args.extra_tests)]:
         if not path.is_file():
             return fail(f"{what} {str(path)!r} is not a file")
+    if args.solutions is None and root is None:
+        return fail("this is not a clone of the course repository, so there is no default for --solutions: pass "
+                    "--solutions DIR, the folder of the solution notebooks (NN_topic.ipynb)")
+    solutions = (args.solutions or root / "solutions").resolve()
     if not solutions.is_dir():
         return fail(f"--solutions {str(solutions)!r} is not a folder")
+    try:
+        known = cases_notebooks([cases, *(p.resolve() for p in args.extra_tests)])
+    except (ReferenceError, OSError, SyntaxError, UnicodeDecodeError) as exc:
+        return fail(f"cannot read the chapters of the cases: {exc}")
+    unknown = [c for c in chapters if c not in known]
+    if unknown:
+        return fail(f"--chapters {', '.join(unknown)}: no such chapter (known: {', '.join(sorted(known))})")
+    missing = [known[c] for c in (chapters or sorted(known)) if not (solutions / known[c]).is_file()]
+    if missing:
+        return fail(f"--solutions {str(solutions)!r} lacks the solution notebooks of the chapters graded: "
+                    f"{', '.join(missing)} (point --solutions at the folder that holds them, or grade fewer "
+                    f"chapters with --chapters)")
     out_dir = args.out.resolve()
     try:
         subs = discover(args.submissions, single=args.single, student=args.student)

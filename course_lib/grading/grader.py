@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .casefile import student_copy
+from .casefile import CASES_DIR, student_copy
 from .compare import (ResultError, compare_arrays, decode_arrays, judge_case, read_array, read_input_array,
                       unearned_passes)
 from .intake import IntakeLimits, Submission, collect_notebooks
@@ -70,9 +70,12 @@ class GradingConfig:
 
     Attributes:
         out_dir: the report folder (``--out``); never shown to a child.
-        course_root: the repository (holds ``solutions/`` and ``tests/exercises/cases.py``).
+        course_root: the course repository the command runs from (``None`` outside a clone); every
+            folder in it but the imported ``course_lib`` is hidden from the children.
         solutions_dir: the reference notebooks.
-        cases_files: the course's ``cases.py`` first, then ``--extra-tests`` modules.
+        cases_files: the course's ``cases.py`` (the package's
+            :data:`~course_lib.grading.casefile.CASES_FILE` unless ``--cases``) first, then
+            ``--extra-tests`` modules.
         chapters: two-digit chapters to grade (empty: every chapter of the cases).
         limits: per-submission limits of the children.
         intake: caps on reading submissions.
@@ -85,7 +88,7 @@ class GradingConfig:
     """
 
     out_dir: Path
-    course_root: Path
+    course_root: Path | None
     solutions_dir: Path
     cases_files: list[Path]
     chapters: list[str] = field(default_factory=list)
@@ -531,17 +534,23 @@ def _contains(folder: str, path: str) -> bool:
 
 
 def _hidden(config: GradingConfig) -> list[str]:
-    """Folders the student's process must not see: solutions, reports, submissions, and the repository's
-    own files other than ``course_lib`` (its tests hold the cases and the notebooks' sources)."""
-    hide = [config.solutions_dir, config.out_dir, *config.hide]
+    """Folders the student's process must not see: solutions, reports, submissions, the folder of every
+    cases file - the package's own registry (:data:`~course_lib.grading.casefile.CASES_DIR`, which holds
+    every ``expected()``) always, wherever the package is installed: the child needs the rest of the
+    package and site-packages for its imports -, and the repository's own files other than the imported
+    ``course_lib`` (its tests hold the notebooks' sources)."""
+    hide = [config.solutions_dir, config.out_dir, *config.hide, CASES_DIR]
     if config.reference_manifest is not None:
         hide.append(Path(config.reference_manifest).parent)
     for p in config.cases_files:
         hide.append(Path(p).parent)
     root = config.course_root
-    if (root / "course_lib").is_dir():
+    if root is not None and (root / "course_lib").is_dir():
+        imported = CASES_DIR.parent
+        hide.append(root / "course_lib" / CASES_DIR.name)
         try:
-            hide.extend(e for e in root.iterdir() if e.name != "course_lib" and e.is_dir() and not e.is_symlink())
+            hide.extend(e for e in root.iterdir() if e.is_dir() and not e.is_symlink()
+                        and not (e.name == "course_lib" and e.resolve() == imported))
         except OSError:
             pass
     out, seen = [], set()

@@ -12,7 +12,7 @@ Options (see ``CONTRACT.md``):
 * ``--exercise-results FILE``: append one JSON line per case to FILE as soon
   as the case has run (and a ``"started"`` line just before), flushed at once,
   so that a run killed from outside keeps the results of the finished cases
-  (used by ``python -m course_lib.check``);
+  (the format of ``python -m course_lib.check_runner``, which the check command runs);
 * ``--case-timeout SECONDS``: stop a case whose call into the student's code
   runs longer than this (``SIGALRM``, POSIX main thread only; 0 = no limit,
   the default). The case fails with kind ``timeout``, and the remaining cases
@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from course_lib.check import load_cases
-from course_lib.grading.extract import SubmissionError, load_namespace
+from course_lib.check_runner import NotebookLoader
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -90,8 +90,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def exercise_cases():
-    """The ``cases`` module (``tests/exercises/cases.py``)."""
-    return load_cases(Path(__file__).with_name("cases.py"))
+    """The ``cases`` module (the package's ``course_lib/exercise_cases/cases.py``)."""
+    return load_cases()
 
 
 @pytest.fixture(scope="session")
@@ -100,36 +100,19 @@ def expect_stubs(pytestconfig: pytest.Config) -> bool:
 
 
 @pytest.fixture(scope="session")
-def student_namespace(pytestconfig: pytest.Config, exercise_cases):
-    """``get(chapter) -> module``: the notebook's graded code, loaded once per chapter.
-
-    A notebook that cannot be loaded makes every case of its chapter fail with
-    the :class:`SubmissionError` message.
-    """
-    folder = notebooks_dir(pytestconfig)
-    loaded: dict[str, object] = {}
-
-    def get(chapter: str):
-        if chapter not in loaded:
-            if not folder.is_dir():
-                loaded[chapter] = f"the notebook folder {str(folder)!r} does not exist (option --notebooks)"
-            else:
-                try:
-                    loaded[chapter] = load_namespace(folder / exercise_cases.NOTEBOOKS[chapter])
-                except SubmissionError as exc:
-                    loaded[chapter] = str(exc)
-        value = loaded[chapter]
-        if isinstance(value, str):
-            raise SubmissionError(value)
-        return value
-
-    return get
+def notebook_loader(pytestconfig: pytest.Config, exercise_cases) -> NotebookLoader:
+    """The notebooks under test (:class:`course_lib.check_runner.NotebookLoader`), each loaded once."""
+    return NotebookLoader(notebooks_dir(pytestconfig), exercise_cases.NOTEBOOKS)
 
 
 @pytest.fixture(scope="session")
-def notebooks_folder(pytestconfig: pytest.Config) -> Path:
-    """The folder of notebooks under test (see :func:`notebooks_dir`)."""
-    return notebooks_dir(pytestconfig)
+def student_namespace(notebook_loader: NotebookLoader):
+    """``get(chapter) -> module``: the notebook's graded code, loaded once per chapter.
+
+    A notebook that cannot be loaded makes every case of its chapter fail with
+    the :class:`~course_lib.grading.extract.SubmissionError` message.
+    """
+    return notebook_loader.get
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from course_lib.check import load_cases
 
-cases = load_cases(Path(__file__).with_name("cases.py"))
+cases = load_cases()
 _mutants = runpy.run_path(str(Path(__file__).with_name("mutants.py")))
 PRELUDE, MUTANTS = _mutants["PRELUDE"], _mutants["MUTANTS"]
 

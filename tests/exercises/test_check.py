@@ -12,7 +12,7 @@ from course_lib import check
 from course_lib.check import CaseResult, CheckRun, default_notebooks, format_report, resolve_chapters
 
 ROOT = Path(__file__).resolve().parents[2]
-cases = check.load_cases(Path(__file__).with_name("cases.py"))
+cases = check.load_cases()
 
 
 def test_resolve_chapters():
@@ -141,3 +141,79 @@ def test_usage_errors_exit_2(tmp_path, capsys):
     assert "unknown chapter" in capsys.readouterr().err
     assert check.main(["--notebooks", str(tmp_path / "nowhere")]) == 2
     assert "is not a folder" in capsys.readouterr().err
+
+
+def test_split_targets_folder_or_chapter(tmp_path, monkeypatch):
+    for name in ("answers", "04", "04_attention"):
+        (tmp_path / name).mkdir()
+    monkeypatch.chdir(tmp_path)
+    chapters, folders = check.split_targets(["answers", "04", "5", "ch6", "04/", "04_attention", "07_x.ipynb"])
+    assert chapters == ["04", "5", "ch6", "07_x.ipynb"]  # a bare chapter number stays a chapter
+    assert folders == ["answers", "04/", "04_attention"]
+    assert default_notebooks(tmp_path, None, cases.NOTEBOOKS) is None
+
+
+def test_clone_root_from_the_package_or_the_current_folder(tmp_path, monkeypatch):
+    assert check.clone_root() == ROOT  # this package lies in the clone (pip install -e .)
+    clone = tmp_path / "clone"
+    for sub in ("course_lib", "solutions", "exercises", "my/notebooks"):
+        (clone / sub).mkdir(parents=True)
+    (clone / "course_lib" / "__init__.py").write_text("")
+    # an installed package: found from the current folder (or one above it) only
+    monkeypatch.setattr(check, "__file__", str(tmp_path / "site-packages" / "course_lib" / "check.py"))
+    assert check.clone_root(clone / "my" / "notebooks") == clone
+    assert check.clone_root(tmp_path) is None
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match="name the folder"):
+        check.repository_root()
+
+
+def test_a_folder_argument_checks_that_folder(tmp_path, capsys):
+    folder = _notebook_with(tmp_path, "08", {
+        "causal_mask": "if size < 1:\n    raise ValueError('size')\nreturn torch.ones(size, size, dtype=torch.bool).tril()[None, None]",
+    })
+    assert check.main([str(folder), "8"]) == 0
+    by_argument = capsys.readouterr().out
+    assert check.main(["8", "--notebooks", str(folder)]) == 0
+    assert capsys.readouterr().out == by_argument
+    points = sum(c.points for c in cases.CASES if c.exercise == "8.2")
+    assert re.search(rf"8\.2\s+causal_mask\s+{points}/{points}\s+all", by_argument), by_argument
+    assert f"Checking the notebooks in {folder} (chapter 08)" in by_argument
+
+
+def test_outside_a_clone_a_folder_must_be_named(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(check, "clone_root", lambda cwd=None: None)
+    monkeypatch.chdir(tmp_path)
+    assert check.main(["8"]) == 2
+    err = capsys.readouterr().err
+    assert "not a clone of the course" in err and "course-check my_notebooks/" in err, err
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    assert check.main(["a", "b"]) == 2
+    assert "name one folder of notebooks, not 2" in capsys.readouterr().err
+    assert check.main(["a", "--notebooks", "b"]) == 2
+    assert "name one folder" in capsys.readouterr().err
+
+
+def test_check_runner_needs_no_pytest(tmp_path):
+    """The check command's child runs from an installed package without pytest (a dev dependency only)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['pytest'] = None; sys.modules['_pytest'] = None\n"
+            "from course_lib.check_runner import main\n"
+            "sys.exit(main(sys.argv[1:]))")
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    for folder, flags, kind in ((ROOT / "solutions", [], "passed"),
+                                (ROOT / "exercises", ["--expect-stubs"], "not_implemented")):
+        results = tmp_path / f"{folder.name}.jsonl"
+        proc = subprocess.run([sys.executable, "-c", code, "--notebooks", str(folder), "--results", str(results),
+                               "--chapter", "08", *flags], capture_output=True, text=True, cwd=tmp_path, env=env,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        records = [json.loads(line) for line in results.read_text().splitlines()]
+        done = [r for r in records if r["kind"] != "started"]
+        assert [r["id"] for r in done] == [c.id for c in cases.cases_for(["08"])]
+        assert {r["kind"] for r in done} == {kind}, [r for r in done if r["kind"] != kind][:2]

@@ -8,13 +8,11 @@ and margins do not depend on the fixed seeds; skipped with ``--expect-stubs``.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from course_lib.check import load_cases
 
-cases = load_cases(Path(__file__).with_name("cases.py"))
+cases = load_cases()
 SALTS = [f"test-salt-{n}" for n in range(6)]
 
 

@@ -21,7 +21,7 @@ from course_lib.grading import extract
 from course_lib.grading.extract import SubmissionError, extract_source, load_namespace
 
 ROOT = Path(__file__).resolve().parents[2]
-cases = load_cases(Path(__file__).with_name("cases.py"))
+cases = load_cases()
 
 
 def make_notebook(path: Path, *cells: str | tuple[str, str]) -> Path:

@@ -27,6 +27,10 @@ NB = {
 }
 #: chapters graded in the adversarial batch (small, fast chapters)
 BATCH_CHAPTERS = ["04", "06", "08"]
+#: the submission that reads and imports the package's own cases file (test_batch checks what it saw)
+PACKAGED_CASES_ATTACK = "reads_packaged_cases"
+#: the start of the error message in which that submission reports what it saw
+PACKAGED_CASES_PROBE = "PACKAGED-CASES-PROBE"
 
 
 def notebook(chapter: str, base: Path = SOLUTIONS, extra: str | None = None, first: str | None = None) -> bytes:
@@ -56,6 +60,64 @@ def write_folder(folder: Path, files: dict[str, bytes]) -> Path:
 def good(chapters: list[str] = BATCH_CHAPTERS, skip: tuple[str, ...] = ()) -> dict[str, bytes]:
     """Correct notebooks (the solutions) of the chapters, minus ``skip``."""
     return {NB[c]: notebook(c) for c in chapters if c not in skip}
+
+
+def packaged_cases_attack(chapters: list[str] = BATCH_CHAPTERS) -> dict[str, bytes]:
+    """A submission that reads, lists and imports the package's own cases file (``course_lib/exercise_cases/``,
+    every ``expected()``), then answers 6.2 with the stolen ``expected()`` on the replayed inputs; its
+    ``position_wise_ffn`` (6.1) raises an error that reports what it saw (:data:`PACKAGED_CASES_PROBE`).
+    The other chapters are the solutions."""
+    extra = '''
+import importlib
+import os
+import sys
+import types
+import course_lib
+_PROBE = []
+def _packaged_cases():
+    folder = os.path.join(os.path.dirname(os.path.abspath(course_lib.__file__)), "exercise_cases")
+    source = module = None
+    try:
+        _PROBE.append("listdir: " + ",".join(sorted(os.listdir(folder))))
+    except BaseException as exc:
+        _PROBE.append(f"listdir: {type(exc).__name__}")
+    try:
+        with open(os.path.join(folder, "cases.py"), encoding="utf-8") as fh:
+            source = fh.read()
+        _PROBE.append(f"read: {len(source)} characters")
+    except BaseException as exc:
+        _PROBE.append(f"read: {type(exc).__name__}")
+    try:
+        module = importlib.import_module("course_lib.exercise_cases.cases")
+        _PROBE.append("import: done")
+    except BaseException as exc:
+        _PROBE.append(f"import: {type(exc).__name__}")
+    if module is None and source:
+        module = types.ModuleType("stolen_cases")
+        sys.modules["stolen_cases"] = module
+        try:
+            exec(compile(source, "stolen_cases", "exec"), module.__dict__)
+        except BaseException as exc:
+            _PROBE.append(f"exec: {type(exc).__name__}")
+            module = None
+    return module
+def _steal(_=None):
+    full = _packaged_cases()
+    copy = sys.modules.get("course_exercise_cases")
+    if full is None or copy is None:
+        return
+    full._DRAWS = copy._DRAWS  # the inputs the parent sent, replayed to the full cases too
+    by_id = {c.id: c for c in full.CASES}
+    for case in copy.CASES:
+        if case.exercise == "6.2" and case.id in by_id:
+            object.__setattr__(case, "produce", lambda ns, f=by_id[case.id]: f.expected())
+    _PROBE.append("patched 6.2")
+def _at_definition(_=_steal()):
+    pass
+def position_wise_ffn(*args, **kwargs):
+    raise RuntimeError(f"{PROBE_WORD}: " + "; ".join(_PROBE))
+'''.replace("{PROBE_WORD}", PACKAGED_CASES_PROBE)
+    return {**good(chapters, skip=("06",)), NB["06"]: notebook("06", EXERCISES, extra=extra)}
 
 
 # ---------------------------------------------------------------------------
@@ -389,6 +451,9 @@ def _load(_=None):
 def _at_definition(_=_load()):
     pass
 ''')}, zero=["6.1", "6.2"], full=["4.1", "8.1"])
+    # The package ships the full cases (every expected()) in course_lib/exercise_cases/, inside the folder
+    # the child imports from.
+    add(PACKAGED_CASES_ATTACK, packaged_cases_attack(), zero=["6.1", "6.2"], full=["4.1", "8.1"])
     # A chapter that never ends but keeps creating files: the old clock restarted on each new file.
     add("clock_stretch", {**good(skip=("06",)), NB["06"]: notebook("06", extra='''
 import os

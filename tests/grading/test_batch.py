@@ -25,7 +25,9 @@ NAMES = sorted([  # the submission names (test_every_built_submission_is_listed 
     "syntax_error", "not_a_notebook", "warnings_stderr", "delegates_builtin",
     # isolation attacks (each earned points or left traces on the grader before the redesign)
     "steals_expected", "runs_solution_source", "clock_stretch", "leaves_traces", "forges_channel",
-    "setsid_spinners", "fills_scratch_and_forks", "raises_everywhere", "fixed_inputs_only", "deadline_flood"])
+    "setsid_spinners", "fills_scratch_and_forks", "raises_everywhere", "fixed_inputs_only", "deadline_flood",
+    # the cases ship inside the package, in the folder the child imports from
+    "reads_packaged_cases"])
 
 
 def test_every_built_submission_is_listed(batch):
@@ -68,6 +70,25 @@ def test_full_and_partial_exact(batch):
     assert int(batch.rows["stub"]["score"]) == 0
     lost = batch.points("4.2") + batch.points("6.2")
     assert int(batch.rows["partial"]["score"]) == batch.manifest["max_score"] - lost
+
+
+def test_packaged_cases_are_covered(batch):
+    """The package's cases file (every expected()) lies inside the folder the child imports from: the
+    child finds its folder covered, so reading, listing or importing it gets nothing (and 6.2, which the
+    submission answers with the stolen expected(), scores 0 - see test_scores)."""
+    from adversaries import PACKAGED_CASES_ATTACK, PACKAGED_CASES_PROBE
+
+    from course_lib.grading.casefile import CASES_FILE
+
+    assert CASES_FILE.is_file() and "def _e_" in CASES_FILE.read_text()  # what there is to steal
+    cases = batch.grade(PACKAGED_CASES_ATTACK)["cases"]
+    seen = [c["child_error"] or "" for c in cases if c["exercise"] == "6.1"]
+    assert seen and all(PACKAGED_CASES_PROBE in text for text in seen), seen
+    probe = seen[0]
+    assert "read: PermissionError" in probe or "read: FileNotFoundError" in probe, probe
+    assert "listdir: PermissionError" in probe or "listdir: FileNotFoundError" in probe, probe
+    assert "import: done" not in probe and "patched" not in probe, probe
+    assert not any(c["passed"] for c in cases if c["exercise"] in ("6.1", "6.2"))
 
 
 def test_extra_tests_module_is_graded(batch):

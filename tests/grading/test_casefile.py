@@ -11,9 +11,7 @@ import numpy as np
 import pytest
 
 from course_lib.check import load_cases
-from course_lib.grading.casefile import student_copy
-
-CASES_FILE = Path(__file__).resolve().parents[1] / "exercises" / "cases.py"
+from course_lib.grading.casefile import CASES_FILE, student_copy
 
 
 def _load(source: str, tmp_path: Path, name: str):

@@ -21,10 +21,11 @@ import pytest
 from course_lib.grading import extract
 from course_lib.grading.extract import SubmissionError, code_cell_numbers, extract_source, rename_cells
 from course_lib.grading.static_checks import check_source
+from course_lib.grading.casefile import CASES_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
 ADVISORY = "flagged for review; the grader's guarantee is the sandbox, not this check"
-EXERCISES = dict(re.findall(r'"(\d+\.\d+)": "(\w+)"', (ROOT / "tests" / "exercises" / "cases.py").read_text()))
+EXERCISES = dict(re.findall(r'"(\d+\.\d+)": "(\w+)"', CASES_FILE.read_text()))
 
 
 def exercises_of(chapter: str) -> dict[str, str]:

@@ -247,8 +247,8 @@ class TestStaticChecks:
         books = sorted(folder.glob("[0-9][0-9]_*.ipynb"))
         if not books:
             pytest.skip("notebooks not built")
-        from adversaries import ROOT
-        cases_text = (ROOT / "tests" / "exercises" / "cases.py").read_text()
+        from course_lib.grading.casefile import CASES_FILE
+        cases_text = CASES_FILE.read_text()
         import re
         exercises = dict(re.findall(r'"(\d+\.\d+)": "(\w+)"', cases_text))
         for book in books:
@@ -415,3 +415,92 @@ print("ok")
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+# ---------------------------------------------------------------------------
+# the package's own cases (course_lib/exercise_cases/) and --solutions
+# ---------------------------------------------------------------------------
+def _config(tmp_path: Path, **kw):
+    from course_lib.grading.casefile import CASES_FILE
+    from course_lib.grading.grader import GradingConfig
+
+    base = dict(out_dir=tmp_path / "out", course_root=None, solutions_dir=tmp_path / "sol", cases_files=[CASES_FILE])
+    base.update(kw)
+    return GradingConfig(**base)
+
+
+def test_hidden_always_covers_the_packaged_cases(tmp_path):
+    """Wherever the package lies (a clone, site-packages), the folder of its cases is covered for the child,
+    also when --cases names another copy and outside a clone; the rest of the package stays visible."""
+    from course_lib.grading.casefile import CASES_DIR, CASES_FILE
+    from course_lib.grading.grader import _hidden
+
+    other = tmp_path / "elsewhere" / "cases.py"
+    other.parent.mkdir()
+    other.write_text(CASES_FILE.read_text())
+    for config in (_config(tmp_path), _config(tmp_path, cases_files=[other])):
+        hidden = _hidden(config)
+        assert str(CASES_DIR) in hidden, hidden
+        assert str(CASES_DIR.parent) not in hidden and str(CASES_DIR.parent.parent) not in hidden
+    assert str(other.parent) in _hidden(_config(tmp_path, cases_files=[other]))
+    # A clone beside an installed package (Gradescope: `pip install .`, then grading in the clone): its own
+    # course_lib - with exercise_cases/ - is covered too, since the child imports the installed one.
+    clone = tmp_path / "clone"
+    for sub in ("course_lib/exercise_cases", "solutions", "exercises", "tests"):
+        (clone / sub).mkdir(parents=True)
+    hidden = _hidden(_config(tmp_path, course_root=clone))
+    for sub in ("course_lib", "solutions", "exercises", "tests"):
+        assert str(clone / sub) in hidden, sub
+    # The clone that holds the imported package keeps its course_lib visible, less exercise_cases/.
+    from course_lib.check import clone_root
+
+    here = clone_root()
+    if here is not None and (here / "course_lib").resolve() == CASES_DIR.parent:
+        hidden = _hidden(_config(tmp_path, course_root=here))
+        assert str(CASES_DIR) in hidden and str(here / "course_lib") not in hidden
+        assert str(here / "solutions") in hidden and str(here / "tests") in hidden
+
+
+def test_nobody_mode_requires_the_packaged_cases_out_of_reach(tmp_path):
+    """Without namespaces nothing is mounted over the package: the grader's permission check lists the cases
+    folder whenever the user nobody could enter it (the fix is `chmod -R go-rwx` on it)."""
+    from course_lib.grading.casefile import CASES_DIR, CASES_FILE
+    from course_lib.grading.grader import reachable_by_nobody
+    from course_lib.grading.sandbox import nobody_can_reach
+
+    other = tmp_path / "elsewhere" / "cases.py"  # also when --cases names another copy
+    other.parent.mkdir()
+    other.write_text(CASES_FILE.read_text())
+    for config in (_config(tmp_path), _config(tmp_path, cases_files=[other])):
+        reachable = reachable_by_nobody(config)
+        assert (str(CASES_DIR) in reachable) == nobody_can_reach(str(CASES_DIR)), reachable
+
+
+def _grade_usage(argv, monkeypatch, capsys, clone=True):
+    """``course-grade`` in this process for a usage error (it stops before starting anything)."""
+    import course_lib.check
+    from course_lib.grading import cli
+
+    if not clone:
+        monkeypatch.setattr(course_lib.check, "clone_root", lambda cwd=None: None)
+    code = cli.main([str(a) for a in argv])
+    return code, capsys.readouterr().err
+
+
+def test_solutions_option_outside_a_clone(tmp_path, monkeypatch, capsys):
+    (tmp_path / "subs").mkdir()
+    code, err = _grade_usage([tmp_path / "subs", "--out", tmp_path / "out"], monkeypatch, capsys, clone=False)
+    assert code == 2 and "not a clone" in err and "--solutions DIR" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_solutions_folder_must_hold_the_graded_chapters(tmp_path, monkeypatch, capsys):
+    sol = write_folder(tmp_path / "sol", {NB["06"]: notebook("06")})
+    (tmp_path / "subs").mkdir()
+    args = [tmp_path / "subs", "--out", tmp_path / "out", "--solutions", sol]
+    code, err = _grade_usage([*args, "--chapters", "06", "08"], monkeypatch, capsys, clone=False)
+    assert code == 2 and "--solutions" in err and NB["08"] in err and NB["06"] not in err, err
+    code, err = _grade_usage(args, monkeypatch, capsys)  # every chapter by default
+    assert code == 2 and NB["04"] in err and "--chapters" in err, err
+    code, err = _grade_usage([*args, "--chapters", "42"], monkeypatch, capsys)
+    assert code == 2 and "no such chapter" in err, err

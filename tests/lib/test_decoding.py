@@ -4,6 +4,10 @@ Independent references: a sentence-by-sentence greedy loop written out with
 ``model(src, tgt)`` (no cache, no batching), a tiny "table" model whose
 next-token probabilities are fixed by hand (so beam search results and
 scores can be worked out on paper), and hand-computed filters.
+
+Definition under test: no decoder generates ``<pad>`` or ``<bos>`` (their
+logits are ``-inf`` before every choice), so the reference loops here forbid
+them too; a model whose output bias makes them likely checks it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from course_lib.decoding import (
     beam_search,
     block_repeated_ngrams,
     choose_next_token,
+    forbid_special_tokens,
     greedy_decode,
     length_penalty,
     sample,
@@ -54,11 +59,16 @@ def sources() -> torch.Tensor:
 
 
 def naive_greedy(model: nn.Module, src_row: torch.Tensor, max_len: int) -> list[int]:
-    """One sentence, no padding, the whole prefix recomputed by model.forward each step."""
+    """One sentence, no padding, the whole prefix recomputed by model.forward each step.
+
+    The argmax is taken over every token but ``<pad>`` and ``<bos>``, which
+    decoding never generates (the module docstring of course_lib.decoding).
+    """
     ys = [BOS]
     with torch.no_grad():
         for _ in range(max_len):
             logits = model(src_row[None], torch.tensor([ys]))[0, -1]
+            logits[[PAD, BOS]] = float("-inf")
             ys.append(int(logits.argmax()))
             if ys[-1] == EOS:
                 break
@@ -93,6 +103,150 @@ def test_kv_cache_equals_recomputation():
     tok_r, log_r = greedy_decode(model, src, max_len=20, eos_id=None, use_cache=False, return_logits=True)
     assert tok_c.shape == (4, 20) and torch.equal(tok_c, tok_r)
     torch.testing.assert_close(log_c, log_r, atol=1e-5, rtol=1e-5)
+
+
+# ----------------------------------------------------------------------------- <pad> and <bos>
+def special_heavy_model() -> Transformer:
+    """A random model whose output bias makes <pad> and <bos> the argmax at many steps.
+
+    Before <pad>/<bos> were forbidden, greedy decoding emitted them, and the
+    recomputing path (which masks a generated <pad> as padding) then parted
+    from the KV cache (which does not): tokens differed for greedy, sampling
+    and beam search with these biases.
+    """
+    model = random_model(0, eos_bias=-1.0)
+    with torch.no_grad():
+        model.generator.bias[PAD] += 2.0
+        model.generator.bias[BOS] += 1.0
+    return model
+
+
+def assert_no_special_tokens(out: torch.Tensor, eos_id: int | None = EOS) -> None:
+    """No <bos> anywhere; <pad> only after a row's <eos> (none at all with ``eos_id=None``)."""
+    for row in out.tolist():
+        body = row[: row.index(eos_id)] if eos_id in row else row
+        assert BOS not in row and PAD not in body, row
+        assert all(t == PAD for t in row[len(body) + 1:]), row
+
+
+def test_special_heavy_model_would_pick_pad_and_bos():
+    # the premise of the tests below: unconstrained, the argmax is often <pad> or <bos>
+    _, logits = greedy_decode(special_heavy_model(), sources(), 20, eos_id=None, return_logits=True)
+    best = logits.argmax(-1)
+    assert (best == PAD).sum() >= 5 and (best == BOS).sum() >= 1
+
+
+def test_greedy_never_generates_pad_or_bos_and_cache_equals_recomputation():
+    model = special_heavy_model()
+    src = sources()
+    for eos_id in (EOS, None):
+        tok_c, log_c = greedy_decode(model, src, 20, eos_id=eos_id, use_cache=True, return_logits=True)
+        tok_r, log_r = greedy_decode(model, src, 20, eos_id=eos_id, use_cache=False, return_logits=True)
+        assert_no_special_tokens(tok_c, eos_id)
+        assert torch.equal(tok_c, tok_r)
+        torch.testing.assert_close(log_c, log_r, atol=1e-5, rtol=1e-5)
+    lengths = (src != PAD).sum(1)
+    out = greedy_decode(model, src, 20)
+    for b in range(src.size(0)):
+        assert strip(out[b].tolist()) == naive_greedy(model, src[b, : lengths[b]], 20)
+
+
+def naive_sample(model: nn.Module, src_row: torch.Tensor, max_len: int, temperature: float, seed: int) -> list[int]:
+    """One sentence, the whole prefix recomputed each step; softmax(logits / T) without <pad>/<bos>."""
+    g = torch.Generator().manual_seed(seed)
+    ys = [BOS]
+    with torch.no_grad():
+        for _ in range(max_len):
+            logits = model(src_row[None], torch.tensor([ys]))[0, -1:].clone()
+            logits[:, [PAD, BOS]] = float("-inf")
+            ys.append(int(torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=g)))
+            if ys[-1] == EOS:
+                break
+    return ys[1:]
+
+
+@pytest.mark.parametrize("options", [dict(temperature=1.0), dict(temperature=1.5, top_k=6),
+                                     dict(temperature=0.8, top_p=0.9), dict(temperature=1.0, repetition_penalty=1.3)])
+def test_sampling_never_generates_pad_or_bos_and_cache_equals_recomputation(options):
+    model = special_heavy_model()
+    src = sources()
+    runs = {use_cache: sample(model, src, 20, generator=torch.Generator().manual_seed(0), use_cache=use_cache,
+                              **options) for use_cache in (True, False)}
+    assert_no_special_tokens(runs[True])
+    assert torch.equal(runs[True], runs[False])
+
+
+def test_sampling_matches_a_sentence_by_sentence_loop_without_pad_and_bos():
+    model = special_heavy_model()
+    src = sources()
+    lengths = (src != PAD).sum(1)
+    for b in range(src.size(0)):
+        row = src[b, : lengths[b]]
+        for seed in (0, 1):
+            ours = sample(model, row[None], 20, temperature=1.2, generator=torch.Generator().manual_seed(seed))
+            assert strip(ours[0].tolist()) == naive_sample(model, row, 20, 1.2, seed), (b, seed)
+
+
+def test_beam_search_never_generates_pad_or_bos_and_cache_equals_recomputation():
+    model = special_heavy_model()
+    src = sources()
+    for alpha in (0.0, 0.6):
+        cached, s_c = beam_search(model, src, 3, 20, length_penalty_alpha=alpha, return_scores=True)
+        recomputed, s_r = beam_search(model, src, 3, 20, length_penalty_alpha=alpha, use_cache=False,
+                                      return_scores=True)
+        assert_no_special_tokens(cached)
+        assert torch.equal(cached, recomputed)
+        torch.testing.assert_close(s_c, s_r, atol=1e-5, rtol=1e-5)
+    # beam 1 is still greedy, and a score is the model's own log p (not renormalised without <pad>/<bos>)
+    assert torch.equal(beam_search(model, src, 1, 20), greedy_decode(model, src, 20))
+    lengths = (src != PAD).sum(1)
+    for b in range(src.size(0)):
+        row = src[b : b + 1, : lengths[b]]
+        hyp, score = beam_search(model, row, 3, 20, length_penalty_alpha=0.6, return_scores=True)
+        tokens = strip(hyp[0].tolist())
+        with torch.no_grad():
+            logp = model(row, torch.tensor([[BOS] + tokens[:-1]])).log_softmax(-1)[0]
+        total = logp[torch.arange(len(tokens)), tokens].sum()
+        assert score.item() == pytest.approx(total.item() / length_penalty(len(tokens), 0.6), rel=1e-5, abs=1e-5)
+
+
+def test_forbid_special_tokens_hand_worked():
+    inf = float("-inf")
+    logits = torch.tensor([[5.0, 4.0, 3.0, 2.0], [1.0, 1.0, 1.0, 1.0]])
+    assert forbid_special_tokens(logits, 0, 1).tolist() == [[inf, inf, 3.0, 2.0], [inf, inf, 1.0, 1.0]]
+    assert logits[0, 0] == 5.0  # a new tensor
+    assert forbid_special_tokens(logits, 0, 1, eos_id=0).tolist() == [[5.0, inf, 3.0, 2.0], [1.0, inf, 1.0, 1.0]]
+    assert torch.equal(forbid_special_tokens(logits, None, 9), logits)  # None and ids outside the vocabulary
+    assert forbid_special_tokens(logits[None], 3, 2).shape == (1, 2, 4)  # any leading shape
+    with pytest.raises(ValueError, match="nothing left to generate"):
+        forbid_special_tokens(torch.zeros(1, 2), 0, 1)
+
+
+def test_pad_equal_to_eos_still_ends_sentences():
+    # with pad_id == eos_id (a common choice for language models) <eos> must stay possible
+    model = random_model(0, eos_bias=3.0)
+    src = sources()
+    for out in (greedy_decode(model, src, 10, pad_id=EOS), beam_search(model, src, 3, 10, pad_id=EOS),
+                sample(model, src, 10, pad_id=EOS, generator=torch.Generator().manual_seed(0))):
+        assert (out == EOS).any() and not (out == BOS).any()
+
+
+def test_ngram_blocking_never_falls_back_to_pad_or_bos():
+    # V = 19 holds 16 ordinary tokens and <eos>; with eos_id=None, no_repeat_ngram_size=1 and 20 steps,
+    # every ordinary token is used up: blocking then leaves the row alone (counting <pad>/<bos>, already
+    # -inf, as forbidden) instead of leaving only <pad>/<bos> (an argmax of all -inf would be <pad>,
+    # and sampling would fail).
+    model = random_model(0)
+    src = sources()
+    for out in (greedy_decode(model, src, 20, eos_id=None, no_repeat_ngram_size=1),
+                sample(model, src, 20, eos_id=None, no_repeat_ngram_size=1, generator=torch.Generator().manual_seed(0))):
+        assert out.shape == (4, 20)
+        assert_no_special_tokens(out, eos_id=None)
+        assert all(len(set(row[:17])) == 17 for row in out.tolist())  # 17 = V - 2 distinct tokens first
+    inf = float("-inf")
+    logits = torch.tensor([[inf, inf, 0.0, 1.0, 2.0]])
+    assert torch.equal(block_repeated_ngrams(logits, torch.tensor([[2, 3, 4]]), 1), logits)
+    assert block_repeated_ngrams(logits, torch.tensor([[2, 3]]), 1).tolist() == [[inf, inf, inf, inf, 2.0]]
 
 
 def test_model_left_in_its_mode_and_no_grad():

@@ -116,6 +116,44 @@ def test_hand_worked_three_class_case():
     assert got.item() == pytest.approx(expected, rel=1e-6)
 
 
+@pytest.mark.parametrize("pad_id", [0, 4])
+def test_annotated_convention_is_finite_when_the_pad_logit_is_minus_inf(pad_id):
+    # A model that masks <pad> out of its output gives it the logit -inf (p = 0). The annotated
+    # q gives <pad> nothing, so H(q, p) is finite: it is the annotated loss over the other V - 1
+    # classes, written out here with the pad column dropped (q = 1 - eps at the target, eps / (V - 2)
+    # elsewhere), and its gradient is (softmax - q) / n_real on those columns, 0 at <pad>.
+    V, eps = 7, 0.1
+    g = torch.Generator().manual_seed(3)
+    raw = torch.randn(3, 5, V, generator=g)
+    target = torch.randint(0, V, (3, 5), generator=g)
+    target[target == pad_id] = (pad_id + 1) % V
+    target[0, 3:] = pad_id
+    target[2, 1:] = pad_id
+    keep_cols = [c for c in range(V) if c != pad_id]
+    logits = raw.clone().requires_grad_(True)
+    masked = logits.masked_fill(F.one_hot(torch.tensor(pad_id), V).bool(), float("-inf"))
+    loss = label_smoothed_cross_entropy(masked, target, eps, pad_id, convention="annotated")
+    (grad,) = torch.autograd.grad(loss, logits)
+    assert torch.isfinite(loss) and torch.isfinite(grad).all()
+
+    real = target != pad_id
+    logp = torch.log_softmax(raw[..., keep_cols].double(), -1)[real]  # (n_real, V - 1)
+    col = torch.tensor([keep_cols.index(int(t)) for t in target[real]])
+    q = torch.full_like(logp, eps / (V - 2))
+    q[torch.arange(len(col)), col] = 1 - eps
+    expected = -(q * logp).sum(-1).mean()
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    expected_grad = torch.zeros(3, 5, V, dtype=torch.double)
+    rows = expected_grad[real]
+    rows[:, keep_cols] = (logp.exp() - q) / len(col)
+    expected_grad[real] = rows
+    torch.testing.assert_close(grad.double(), expected_grad, rtol=1e-4, atol=1e-6)
+    # The pytorch convention gives <pad> eps / V of q, so its cross-entropy is +inf (as F.cross_entropy).
+    assert label_smoothed_cross_entropy(masked, target, eps, pad_id).item() == math.inf
+    assert F.cross_entropy(masked.reshape(-1, V), target.reshape(-1), ignore_index=pad_id,
+                           label_smoothing=eps).item() == math.inf
+
+
 @pytest.mark.parametrize("convention", ["pytorch", "annotated"])
 def test_padding_is_ignored(convention):
     V = 9

@@ -104,8 +104,12 @@ def test_translator_keeps_the_input_order():
                                       max_len=40).transformer_config(src_tok.vocab_size, tgt_tok.vocab_size))
     tr = Translator(model, src_tok, tgt_tok)
     sentences = ["a b c d e f g a b", "a", "e f"]
-    batched = tr.translate(sentences, batch_size=2)
-    one_by_one = [tr.translate([s])[0] for s in sentences]
+    # A fixed max_len: this untrained model never says <eos>, so each output runs to the limit, and
+    # the default limit (2 * the batch's widest source + 10) depends on which sentences share a batch.
+    # (Before decoding forbade <pad> and <bos>, this model emitted only <bos>, which detokenizes to
+    # nothing, so the outputs happened to agree without it.)
+    batched = tr.translate(sentences, batch_size=2, max_len=20)
+    one_by_one = [tr.translate([s], max_len=20)[0] for s in sentences]
     assert batched == one_by_one
     with pytest.raises(TypeError, match="list of str"):
         tr.translate("a b")

@@ -16,14 +16,20 @@ Inputs are built from ``torch.Generator`` seeds (no global random state) and
 are rebuilt for every call, so a student function that modifies its inputs in
 place cannot change the expected values.
 
-This file is imported by the tests (``test_exercises.py``), by the student's
-check command (``python -m course_lib.check``) and by the instructor's grader:
-it has no relative imports and does no work at import time beyond building the
-``CASES`` list. Load it by path, e.g. with
-``importlib.util.spec_from_file_location("course_exercise_cases", path)``.
+This file ships inside the package (``course_lib/exercise_cases/cases.py``),
+so that the student's check command (``course-check``) and the instructor's
+grader (``course-grade``) work from an installed package as from a clone; the
+tests (``tests/exercises``) use the same file. It has no relative imports and
+does no work at import time beyond building the ``CASES`` list. Load it with
+:func:`course_lib.check.load_cases` (by path, as the module
+``course_exercise_cases``), never as ``course_lib.exercise_cases.cases``.
 
-The contract between exercises, tests and grader is in ``CONTRACT.md`` next to
-this file.
+The grader covers this whole folder in the sandbox of the process that runs a
+student's code (which gets only the *student copy*, see
+:mod:`course_lib.grading.casefile`): keep nothing else here.
+
+The contract between exercises, tests and grader is in
+``tests/exercises/CONTRACT.md`` of the repository.
 """
 
 from __future__ import annotations

@@ -1,0 +1,232 @@
+"""Run the exercise cases on a folder of notebooks: the engine of the student's check command.
+
+:func:`run_case` runs one case of the registry (:mod:`course_lib.check`'s
+``load_cases``) on the graded code of a notebook and says how it went; it is
+used by the check command's child process (``python -m course_lib.check_runner``,
+started by :func:`course_lib.check.run_checks`) and by the pytest tests of the
+repository (``tests/exercises/test_exercises.py``), so that both give the same
+verdicts. Nothing here needs pytest or a clone of the course: it runs from an
+installed package.
+
+Command (a child process of ``course-check``; not meant to be run by hand)::
+
+    python -m course_lib.check_runner --notebooks DIR --results FILE
+        [--chapter NN ...] [--case-timeout SECONDS] [--expect-stubs]
+
+writes to ``FILE`` (emptied first) one JSON line ``{"id", "kind": "started"}``
+before each case and one ``{id, chapter, exercise, points, kind, message}``
+after it, each flushed at once, so that a run killed from outside keeps the
+finished cases and shows which one was running. ``kind`` is ``passed``,
+``not_implemented``, ``failed``, ``error`` or ``timeout``.
+
+Source: the exercise/grader contract, ``tests/exercises/CONTRACT.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import threading
+import traceback
+from pathlib import Path
+from types import ModuleType
+
+__all__ = ["CaseTimeout", "time_limit", "NotebookLoader", "run_case", "student_frames", "NAME_ERROR_NOTE", "main"]
+
+NAME_ERROR_NOTE = (
+    "  Note: only the imports, def/class statements and LITERAL constants (numbers, strings, tuples of them) of your "
+    "code cells are graded. A name set at the top level in any other way (e.g. NEG = torch.finfo(torch.float32).min, "
+    "or a tensor made by demo code) does not exist when checking: compute it inside your function."
+)
+
+
+class CaseTimeout(BaseException):
+    """The student's code ran past the case's time limit (a BaseException, so ``except Exception`` cannot swallow it)."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float):
+    """Raise :class:`CaseTimeout` in the main thread after ``seconds`` (no limit when 0 or not possible here)."""
+    usable = seconds > 0 and os.name == "posix" and threading.current_thread() is threading.main_thread()
+    if not usable:
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise CaseTimeout()
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class NotebookLoader:
+    """The graded code of each chapter's notebook in ``folder``, loaded once per chapter.
+
+    :meth:`get` returns the module made by
+    :func:`course_lib.grading.extract.load_namespace`, or raises
+    :class:`~course_lib.grading.extract.SubmissionError` (every time, with the
+    same message) when the notebook cannot be loaded.
+    """
+
+    def __init__(self, folder: Path, notebooks: dict[str, str]) -> None:
+        self.folder = Path(folder)
+        self.notebooks = notebooks
+        self._loaded: dict[str, object] = {}
+
+    def path(self, chapter: str) -> Path:
+        """The notebook file of ``chapter``."""
+        return self.folder / self.notebooks[chapter]
+
+    def get(self, chapter: str) -> ModuleType:
+        from course_lib.grading.extract import SubmissionError, load_namespace
+
+        if chapter not in self._loaded:
+            if not self.folder.is_dir():
+                self._loaded[chapter] = f"the notebook folder {str(self.folder)!r} does not exist (option --notebooks)"
+            else:
+                try:
+                    self._loaded[chapter] = load_namespace(self.path(chapter))
+                except SubmissionError as exc:
+                    self._loaded[chapter] = str(exc)
+                except SystemExit as exc:  # sys.exit() in a default value or a class body
+                    self._loaded[chapter] = (f"notebook {str(self.path(chapter))!r}: running its definitions "
+                                             f"and imports raised SystemExit({exc.code!r})")
+        value = self._loaded[chapter]
+        if isinstance(value, str):
+            raise SubmissionError(value)
+        return value
+
+
+def _cell_lines(notebook: Path) -> list[tuple[int, int]] | None:
+    """Per line of the extracted source: ``(code cell number, line in that cell)``, or None when unknown."""
+    try:  # private helpers of the extractor: fall back to the raw line numbers if they change
+        from course_lib.grading.extract import _assemble, _extract, code_cell_numbers
+
+        path, futures, chunks = _extract(notebook)
+        where = _assemble(path, futures, chunks)[1]
+        numbers = code_cell_numbers(notebook)
+        return [(numbers.get(cell, 0), line) if cell else (0, 0) for cell, line in where]
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def student_frames(exc: BaseException, notebook: Path | None = None) -> str:
+    """The traceback lines that lie in the student's extracted code (or the last 3, if none),
+    with line numbers given as "code cell N, line M" of the notebook where possible."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [f for f in frames if f.filename.startswith("<extracted from")]
+    if not own:
+        return "".join(traceback.format_list(frames[-3:])).rstrip()
+    where = _cell_lines(notebook) if notebook is not None else None
+    out = []
+    for f in own:
+        cell, line = where[f.lineno - 1] if where and f.lineno and 0 < f.lineno <= len(where) else (0, 0)
+        place = f"code cell {cell}, line {line}" if cell else f"line {f.lineno} of the graded code"
+        out.append(f"  {place}, in {f.name}")
+        if f.line:
+            out.append(f"    {f.line.strip()}")
+    return "\n".join(out)
+
+
+def run_case(case, cases: ModuleType, loader: NotebookLoader, *, expect_stubs: bool = False,
+             case_timeout: float = 0.0, timed_out: set[str] | None = None) -> tuple[str, str]:
+    """Run one case on the student's notebook; ``(kind, message)``.
+
+    ``kind`` is ``passed`` (message empty), ``not_implemented``, ``failed``,
+    ``error`` (the notebook cannot be loaded or lacks the function) or
+    ``timeout`` (the student's code ran past ``case_timeout`` seconds: the
+    exercise is added to ``timed_out`` and its later cases are not run).
+
+    With ``expect_stubs`` the case is meant to meet an untouched stub: the
+    answer is ``not_implemented`` (with the stub's message) when the call
+    raises ``NotImplementedError`` naming the case's exercise, else ``failed``.
+    """
+    from course_lib.check import rename_cells
+    from course_lib.grading.extract import SubmissionError
+
+    timed_out = set() if timed_out is None else timed_out
+    head = f"Exercise {case.exercise} ({case.function}), case {case.id}"
+    notebook = loader.path(case.chapter)
+    if case.exercise in timed_out:
+        return "timeout", (f"{head}: not run, because an earlier case of exercise {case.exercise} did not finish "
+                           f"within the time limit ({case_timeout:g} s): is there an endless loop?")
+    try:
+        ns = loader.get(case.chapter)
+    except SubmissionError as exc:
+        return "error", f"{head}: the notebook cannot be checked.\n  {rename_cells(str(exc), notebook)}"
+    missing = [name for name in case.requires if not hasattr(ns, name)]
+    if missing:
+        return "error", (f"{head}: the notebook does not define {', '.join(missing)}. Keep the function name and "
+                         f"signature given in the exercise, and save the notebook.")
+
+    if expect_stubs:
+        try:
+            case.produce(ns)
+        except NotImplementedError as exc:
+            if f"Exercise {case.exercise}" not in str(exc):
+                return "failed", (f"{head}: the stub raised NotImplementedError({str(exc)!r}), which does not name "
+                                  f"'Exercise {case.exercise}'.")
+            return "not_implemented", str(exc)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - report anything else as a broken stub or case
+            return "failed", (f"{head}: expected the untouched stub to raise NotImplementedError, got "
+                              f"{type(exc).__name__}: {exc}\n{student_frames(exc, notebook)}")
+        return "failed", (f"{head}: the untouched stub returned a value instead of raising NotImplementedError, "
+                          f"so an empty submission could earn points.")
+
+    try:
+        with time_limit(case_timeout):
+            produced = case.produce(ns)
+    except CaseTimeout:
+        timed_out.add(case.exercise)
+        return "timeout", (f"{head}: did not finish within the time limit ({case_timeout:g} s): is there an endless "
+                           f"loop (e.g. a loop that never reaches its stop condition)?\n  Hint: {case.hint}")
+    except NotImplementedError as exc:
+        return "not_implemented", f"{head}: not implemented yet ({exc})."
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the student's code may raise anything
+        note = f"\n{NAME_ERROR_NOTE}" if isinstance(exc, NameError) else ""
+        return "failed", (f"{head}: calling your code raised {type(exc).__name__}: {exc}\n"
+                          f"{student_frames(exc, notebook)}{note}\n  Hint: {case.hint}")
+    message = cases.compare(case, produced, case.expected())
+    return ("failed", message) if message else ("passed", "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the cases of the chosen chapters on ``--notebooks``, writing one JSON line per case to ``--results``."""
+    from course_lib.check import load_cases
+
+    parser = argparse.ArgumentParser(prog="python -m course_lib.check_runner",
+                                     description="The check command's child process (see course-check).")
+    parser.add_argument("--notebooks", required=True, type=Path, metavar="DIR")
+    parser.add_argument("--results", required=True, type=Path, metavar="FILE")
+    parser.add_argument("--chapter", action="append", default=[], metavar="NN")
+    parser.add_argument("--case-timeout", type=float, default=0.0, metavar="SECONDS")
+    parser.add_argument("--expect-stubs", action="store_true")
+    args = parser.parse_args(argv)
+    cases = load_cases()
+    chapters = [f"{int(c):02d}" for c in args.chapter]
+    loader = NotebookLoader(args.notebooks, cases.NOTEBOOKS)
+    timed_out: set[str] = set()
+    with open(args.results, "w", encoding="utf-8") as fh:
+        def write(record: dict) -> None:
+            fh.write(json.dumps(record) + "\n")
+            fh.flush()
+
+        for case in cases.cases_for(chapters):
+            write({"id": case.id, "kind": "started"})
+            kind, message = run_case(case, cases, loader, expect_stubs=args.expect_stubs,
+                                     case_timeout=args.case_timeout, timed_out=timed_out)
+            write({"id": case.id, "chapter": case.chapter, "exercise": case.exercise, "points": case.points,
+                   "kind": kind, "message": message})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

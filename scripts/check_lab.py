@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Check that a chapter's explorers work in JupyterLab, as a student opens them.
+
+Starts ``jupyter lab`` from the course's environment on 127.0.0.1, opens one
+notebook in headless Chromium, runs all cells, then
+
+1. checks that no cell ended in an error and none printed to stderr;
+2. checks that the widgets extension drew the explorer (a slider);
+3. moves the first slider with the keyboard and checks that the explorer's
+   figure was redrawn (its image changed);
+4. saves a screenshot (default ``/tmp/lab_check.png``) to look at.
+
+Usage (with ``COURSE_LIB_DATA`` set where the chapter needs the data, see README.md)::
+
+    python scripts/check_lab.py                                  # chapter 4
+    python scripts/check_lab.py --notebook book/10_inference.ipynb
+    unshare -n sh -c 'ip link set lo up; python scripts/check_lab.py'   # offline, as root
+
+Needs the Debian/Ubuntu packages ``chromium`` and ``chromium-driver`` and the
+PyPI package ``selenium`` (e.g. in a throwaway virtual environment; it is not a
+course dependency). Exits 0 when every check passes, 1 when one fails, 2 on a
+setup error. Run by hand after ``make install``; it is not part of ``make test``.
+The notebook is not saved: the file on disk stays as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TOKEN = "course-lab-check"
+APP = "(window.jupyterapp || window.jupyterlab)"
+KERNEL = f"return {APP}.shell.currentWidget?.sessionContext?.session?.kernel?.status || ''"
+# Per code cell: its execution count and its outputs, read from the notebook's model (what the
+# page renders lazily does not matter).
+CELLS = f"""const cells = {APP}.shell.currentWidget.content.model.cells; const out = [];
+for (let i = 0; i < cells.length; i++) {{ const c = cells.get(i);
+  if (c.type === 'code') out.push([c.executionCount, c.outputs.toJSON()]); }}
+return out;"""
+# Marks the images on the page; after a redraw, an unmarked (new) image appears.
+MARK = "document.querySelectorAll('.jp-OutputArea-output img').forEach(e => e.dataset.seen = '1')"
+NEW_IMAGE = "return !!document.querySelector('.jp-OutputArea-output img:not([data-seen])')"
+
+
+def _wait(predicate, timeout: float, step: float = 1.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(step)
+    return False
+
+
+def _up(port: int) -> bool:
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={TOKEN}", timeout=2).close()
+        return True
+    except OSError:
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--notebook", default="book/04_attention.ipynb", help="path relative to the repository")
+    parser.add_argument("--venv", default=str(ROOT / ".venv"), help="the course's environment (has jupyter lab)")
+    parser.add_argument("--port", type=int, default=8899)
+    parser.add_argument("--timeout", type=float, default=240, help="seconds for Run All")
+    parser.add_argument("--out", default="/tmp/lab_check.png", help="screenshot")
+    args = parser.parse_args(argv)
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.common.keys import Keys
+    except ImportError:
+        print("needs selenium: pip install selenium (in any environment)", file=sys.stderr)
+        return 2
+    lab, driver = Path(args.venv) / "bin" / "jupyter", shutil.which("chromedriver")
+    if not lab.exists() or driver is None:
+        print(f"needs {lab} (make install) and chromedriver (apt-get install chromium-driver)", file=sys.stderr)
+        return 2
+    log = tempfile.NamedTemporaryFile("w", prefix="lab-", suffix=".log", delete=False)
+    workspaces = tempfile.mkdtemp(prefix="lab-workspaces-")  # a fresh layout: no tabs restored
+    settings = Path(tempfile.mkdtemp(prefix="lab-settings-"))  # render every cell (no lazy windowing)
+    (settings / "@jupyterlab" / "notebook-extension").mkdir(parents=True)
+    (settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings").write_text(
+        '{"windowingMode": "none"}')
+    (settings / "@jupyterlab" / "docmanager-extension").mkdir(parents=True)  # never save the run's outputs
+    (settings / "@jupyterlab" / "docmanager-extension" / "plugin.jupyterlab-settings").write_text(
+        '{"autosave": false}')
+    notebook = ROOT / args.notebook
+    before = notebook.read_bytes()
+    server = subprocess.Popen(
+        [str(lab), "lab", "--no-browser", f"--port={args.port}", "--ip=127.0.0.1", "--allow-root",
+         f"--ServerApp.token={TOKEN}", f"--ServerApp.root_dir={ROOT}", "--LabApp.expose_app_in_browser=True",
+         f"--LabApp.workspaces_dir={workspaces}", f"--LabApp.user_settings_dir={settings}"],
+        env=dict(os.environ, PYTHONHASHSEED="0"), stdout=log, stderr=subprocess.STDOUT)
+    failures: list[str] = []
+    try:
+        opts = webdriver.ChromeOptions()
+        for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,2000"):
+            opts.add_argument(flag)
+        browser = webdriver.Chrome(service=Service(driver), options=opts)
+        try:
+            if not _wait(lambda: _up(args.port), 60):
+                print(f"jupyter lab did not start (server log: {log.name})", file=sys.stderr)
+                return 2
+            browser.get(f"http://127.0.0.1:{args.port}/lab/tree/{args.notebook}?token={TOKEN}")
+            if not _wait(lambda: browser.execute_script(f"return !!{APP} && !!document.querySelector('.jp-Notebook')"), 90):
+                print(f"JupyterLab did not open the notebook (server log: {log.name})", file=sys.stderr)
+                return 2
+            for button in browser.find_elements(By.CSS_SELECTOR, ".jp-Dialog .jp-mod-accept"):
+                button.click()  # e.g. "Select Kernel": the default, the environment's python3
+            if not _wait(lambda: browser.execute_script(KERNEL) == "idle", 90):
+                print(f"the kernel did not start (server log: {log.name})", file=sys.stderr)
+                return 2
+            # Stored outputs and counts first cleared, so that only this run's count as done.
+            browser.execute_script(f"return {APP}.commands.execute('notebook:clear-all-cell-outputs')")
+            if any(count is not None for count, _ in browser.execute_script(CELLS)):
+                print("could not clear the stored outputs", file=sys.stderr)
+                return 2
+            browser.execute_script(f"{APP}.commands.execute('notebook:run-all-cells')")
+            def done() -> bool:  # every cell ran, or one failed (Run All stops there)
+                cells = browser.execute_script(CELLS)
+                failed = any(o.get("output_type") == "error" for _, outs in cells for o in outs)
+                return browser.execute_script(KERNEL) == "idle" and (
+                    failed or all(count is not None for count, _ in cells))
+            if not _wait(done, args.timeout, 2):
+                failures.append(f"Run All did not finish within {args.timeout:.0f} s")
+            elif any(count is None for count, _ in browser.execute_script(CELLS)):
+                failures.append("Run All stopped at a failing cell")
+            outputs = [o for _, outs in browser.execute_script(CELLS) for o in outs]
+            bad = [o for o in outputs if o.get("output_type") == "error" or o.get("name") == "stderr"]
+            if bad:
+                failures.append(f"{len(bad)} error or stderr output(s), first: {str(bad[0])[:300]!r}")
+            time.sleep(3)
+            dialogs = browser.find_elements(By.CSS_SELECTOR, ".jp-Dialog")
+            sliders = browser.find_elements(By.CSS_SELECTOR, ".widget-slider")
+            if dialogs:
+                failures.append(f"JupyterLab shows a dialog: {dialogs[0].text[:300]!r}")
+            elif not sliders:
+                failures.append("no explorer slider was drawn (is jupyterlab_widgets installed?)")
+            else:
+                browser.execute_script(MARK)
+                handle = sliders[0].find_element(By.CSS_SELECTOR, ".noUi-handle, .ui-slider-handle, [role='slider']")
+                browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", handle)
+                handle.click()
+                handle.send_keys(Keys.ARROW_RIGHT, Keys.ARROW_RIGHT, Keys.ARROW_RIGHT)
+                if not _wait(lambda: browser.execute_script(NEW_IMAGE), 30):
+                    failures.append("moving the slider did not redraw the explorer's figure")
+            browser.save_screenshot(args.out)
+        finally:
+            browser.quit()
+    finally:
+        server.terminate()
+        server.wait(20)
+        shutil.rmtree(workspaces, ignore_errors=True)
+        shutil.rmtree(settings, ignore_errors=True)
+        if notebook.read_bytes() != before:
+            notebook.write_bytes(before)
+            print(f"JupyterLab saved {args.notebook}: restored the file as it was", file=sys.stderr)
+            failures.append("JupyterLab saved the notebook (autosave should be off)")
+    for line in failures:
+        print("FAIL:", line)
+    print(f"screenshot: {args.out}" + ("" if failures else "\nall checks passed"))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
