@@ -15,6 +15,7 @@ python3 -m pip install --break-system-packages . || python3 -m pip install .
 # course_lib/exercise_cases/ in site-packages, beside what the student's process imports) too.
 # The grader checks this before it grades.
 chmod -R go-rwx "$SOURCE"
+cd /  # from here on the installed package is the one imported (as in run_autograder)
 chmod -R go-rwx "$(python3 -c 'from course_lib.grading.casefile import CASES_DIR; print(CASES_DIR)')"
 # Check once that the solutions earn full marks (run_autograder draws new inputs per submission).
 CHECK=$(mktemp -d /tmp/course-grade-check.XXXXXX)

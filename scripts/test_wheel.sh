@@ -45,7 +45,8 @@ step "built $(basename "$WHEEL")"
 "$PY" - "$WHEEL" <<'EOF'
 import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
-for need in ("course_lib/exercise_cases/cases.py", "course_lib/check_runner.py", "course_lib/grading/child.py"):
+for need in ("course_lib/exercise_cases/cases.py", "course_lib/check_runner.py", "course_lib/grading/child.py",
+             "course_lib/fonts/NotoSansSC-Regular-subset.ttf", "course_lib/fonts/OFL.txt"):
     assert need in names, f"the wheel lacks {need}"
 assert not [n for n in names if n.startswith(("tests/", "solutions/", "exercises/"))], "the wheel ships the repository"
 EOF
@@ -112,6 +113,12 @@ step "course-grade subs --solutions copy (installed package, outside the clone) 
 both grade "$TMP/venv/bin/course-grade" subs --out "$TMP/grade-wheel" --solutions "$RUN/solutions" \
     --chapters "${CH[@]}" --no-progress \
   -- "$PY" -m course_lib.grading "$RUN/subs" --out "$TMP/grade-clone" --chapters "${CH[@]}" --no-progress
+# Gradescope's layout: the clone's course_lib imported (run from the clone) while the installed wheel puts
+# a second copy, with its cases, in site-packages - on the child's import paths too.
+step "the grader of the clone run by the wheel's Python (two copies of the package, as on Gradescope)"
+(cd "$CLONE" && "$TMP/venv/bin/python" -m course_lib.grading "$RUN/subs" --out "$TMP/grade-both" \
+    --chapters "${CH[@]}" --no-progress) > "$TMP/grade-both.txt" 2>&1 \
+  || { echo "the grader failed:"; tail -40 "$TMP/grade-both.txt"; exit 1; }
 
 step "comparing the scores"
 "$PY" - "$TMP" <<'EOF'
@@ -136,13 +143,16 @@ def grades(side):
     with open(tmp / f"grade-{side}" / "grades.csv", newline="") as fh:
         return {r["student"]: r for r in csv.DictReader(fh)}
 
-wheel, clone = grades("wheel"), grades("clone")
+wheel, clone, both = grades("wheel"), grades("clone"), grades("both")
 exercises = [k for k in next(iter(clone.values())) if re.fullmatch(r"\d+\.\d+", k)]
 for student in sorted(clone):
     w, c = wheel.get(student, {}), clone[student]
     print(f"course-grade {student}: wheel {w.get('score')}/{w.get('max')}, clone {c['score']}/{c['max']}")
     if [w.get(k) for k in ["score", "max", *exercises]] != [c[k] for k in ["score", "max", *exercises]]:
         failures.append(f"course-grade {student}: wheel {w} != clone {c}")
+    b = both.get(student, {})
+    if [b.get(k) for k in ["score", "max", *exercises]] != [c[k] for k in ["score", "max", *exercises]]:
+        failures.append(f"course-grade with two copies of the package {student}: {b} != clone {c}")
 if set(wheel) != set(clone):
     failures.append(f"course-grade: students {sorted(wheel)} != {sorted(clone)}")
 check_max = sum(int(p) for _, _, _, p in row.findall((tmp / "check-solutions-wheel.txt").read_text()))
@@ -159,6 +169,12 @@ if "6.1" in exercises:  # what it saw of site-packages/course_lib/exercise_cases
     print(f"course-grade reads_packaged_cases saw: {seen[0].splitlines()[0] if seen else None}")
     if not seen or not all("read: PermissionError" in t and "import: done" not in t for t in seen):
         failures.append(f"course-grade: the packaged cases were not covered for the child: {seen[:1]}")
+    seen = [c.get("child_error") or "" for c in json.loads((tmp / "grade-both" / "reads_packaged_cases" /
+                                                             "grade.json").read_text())["cases"] if c["exercise"] == "6.1"]
+    print(f"course-grade (two copies) reads_packaged_cases saw: {seen[0].splitlines()[0] if seen else None}")
+    if not seen or any("other copy read" in t or "import: done" in t for t in seen) or not any(
+            "other copy: PermissionError" in t for t in seen):
+        failures.append(f"course-grade: the second copy of the cases was not covered for the child: {seen[:1]}")
 if failures:
     print("\n\n".join(failures))
     sys.exit(1)

@@ -114,16 +114,19 @@ def _expose(paths: list[str], uid: int, stage_root: str) -> None:
 
 
 def _hide(paths: list[str]) -> list[str]:
-    """Mount an empty read-only tmpfs over each folder; return the ones that failed."""
+    """Mount an empty read-only tmpfs over each folder and bind ``/dev/null`` over each file (it reads as
+    empty); return the ones that failed."""
     libc = _libc()
     failed = []
     for path in paths:
-        if not os.path.isdir(path):
-            continue
         try:
-            _mount(libc, "none", path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k,mode=000")
+            if os.path.isdir(path):
+                _mount(libc, "none", path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
+                       "size=4k,mode=000")
+            elif os.path.isfile(path):
+                _mount(libc, "/dev/null", path, None, _MS_BIND, None)
         except OSError as exc:
-            failed.append(str(exc))
+            failed.append(f"{path}: {exc}")
     return failed
 
 
@@ -756,6 +759,11 @@ def main(argv: list[str]) -> None:
     sys.stderr = _CappedStream(2, cap)
     for note in report["hidden_failed"] + report["errors"]:
         print(f"[course grader] {note}", file=sys.stderr)
+    if spec["mode"] != "reference" and (report["hidden_failed"] or report["errors"]):
+        print("[course grader] the sandbox is incomplete: no student code runs (tell the instructor)",
+              file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(3)
     sys.path[:0] = list(spec["sys_path"])
     try:
         _serve(spec, channel)

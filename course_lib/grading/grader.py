@@ -534,12 +534,17 @@ def _contains(folder: str, path: str) -> bool:
 
 
 def _hidden(config: GradingConfig) -> list[str]:
-    """Folders the student's process must not see: solutions, reports, submissions, the folder of every
+    """Paths the student's process must not see: solutions, reports, submissions, the folder of every
     cases file - the package's own registry (:data:`~course_lib.grading.casefile.CASES_DIR`, which holds
-    every ``expected()``) always, wherever the package is installed: the child needs the rest of the
-    package and site-packages for its imports -, and the repository's own files other than the imported
-    ``course_lib`` (its tests hold the notebooks' sources)."""
+    every ``expected()``) always, in every copy of the package on the child's import paths: the child
+    needs the rest of the package and site-packages for its imports -, and the repository's own folders
+    and files other than the imported ``course_lib`` (its tests hold the notebooks' sources; an archive
+    of the course may lie at its top)."""
     hide = [config.solutions_dir, config.out_dir, *config.hide, CASES_DIR]
+    for path in child_sys_path():  # every other copy of the package on the child's import paths, too
+        copy = Path(path) / CASES_DIR.parent.name / CASES_DIR.name  # (a clone beside a site-packages install)
+        if copy.is_dir():
+            hide.append(copy)
     if config.reference_manifest is not None:
         hide.append(Path(config.reference_manifest).parent)
     for p in config.cases_files:
@@ -549,8 +554,8 @@ def _hidden(config: GradingConfig) -> list[str]:
         imported = CASES_DIR.parent
         hide.append(root / "course_lib" / CASES_DIR.name)
         try:
-            hide.extend(e for e in root.iterdir() if e.is_dir() and not e.is_symlink()
-                        and not (e.name == "course_lib" and e.resolve() == imported))
+            hide.extend(e for e in root.iterdir() if (e.is_dir() or e.is_file()) and not e.is_symlink()
+                        and not (e.name == "course_lib" and e.resolve() == imported))  # files too (a zip)
         except OSError:
             pass
     out, seen = [], set()
