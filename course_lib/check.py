@@ -24,7 +24,9 @@ that a crash or an endless loop in the code being checked cannot take the
 checker down), collects one result per case, and prints per exercise the points
 earned out of the points possible, the total, and what to fix. The exit code is
 0 whatever the score; it is 2 only for a usage error (an unknown chapter, a
-missing folder).
+missing folder, a folder without the notebooks of the chapters checked). A
+notebook that is missing while others are there is reported once (its
+exercises score 0) and its cases are not run.
 
 Time limits: each case may run the student's code for ``--case-timeout``
 seconds (default 20; the case then fails as "did not finish", and the other
@@ -60,6 +62,7 @@ from types import ModuleType
 
 from .grading.casefile import CASES_FILE
 from .grading.compare import unearned_passes
+from .grading.cli import prog_name
 from .grading.extract import code_cell_numbers, rename_cells
 
 __all__ = ["clone_root", "repository_root", "load_cases", "resolve_chapters", "default_notebooks", "split_targets",
@@ -137,6 +140,9 @@ def load_cases(path: str | os.PathLike[str] | None = None) -> ModuleType:
     return module
 
 
+_CHAPTER_START = re.compile(r"^(?:ch(?:apter)?)?0*(\d+)", re.I)
+
+
 def resolve_chapters(args: list[str], notebooks: dict[str, str]) -> list[str]:
     """Map ``["4", "05", "06_feed_forward.ipynb"]`` to two-digit chapter keys.
 
@@ -145,7 +151,7 @@ def resolve_chapters(args: list[str], notebooks: dict[str, str]) -> list[str]:
     """
     out: list[str] = []
     for arg in args:
-        m = re.match(r"^(?:ch(?:apter)?)?0*(\d+)", Path(arg).name, re.I)
+        m = _CHAPTER_START.match(Path(arg).name)
         key = f"{int(m.group(1)):02d}" if m else None
         if key not in notebooks:
             valid = ", ".join(notebooks)
@@ -240,7 +246,8 @@ def glob_escape(text: str) -> str:
 
 @dataclass
 class CaseResult:
-    """The outcome of one case: ``kind`` is passed, not_implemented, failed, error or timeout."""
+    """The outcome of one case: ``kind`` is passed, not_implemented, failed, error, timeout or missing (its
+    notebook is not in the folder checked)."""
 
     id: str
     chapter: str
@@ -260,6 +267,8 @@ class CheckRun:
     results: list[CaseResult] = field(default_factory=list)
     problem: str = ""
     warnings: list[str] = field(default_factory=list)
+    #: chapter -> the notebook of that chapter that is not in ``notebooks`` (its cases are not run)
+    missing: dict[str, str] = field(default_factory=dict)
 
 
 def drawn_case_ids(cases: ModuleType, wanted: list) -> set[str]:
@@ -276,24 +285,12 @@ def drawn_case_ids(cases: ModuleType, wanted: list) -> set[str]:
     return out
 
 
-def run_checks(chapters: list[str], notebooks: Path, timeout_s: float | None = None,
-               case_timeout_s: float = DEFAULT_CASE_TIMEOUT_S) -> CheckRun:
-    """Run the exercise cases of ``chapters`` (all when empty) on ``notebooks``.
+def _run_runner(chapters: list[str], notebooks: Path, timeout_s: float, case_timeout_s: float,
+                by_id: dict[str, CaseResult]) -> tuple[bool, int, str, list[str]]:
+    """Run ``course_lib.check_runner`` on ``chapters`` (all when empty), filling ``by_id`` with the results.
 
-    The cases run in a child process (``python -m course_lib.check_runner``)
-    in its own process group. Each case may run
-    the student's code for ``case_timeout_s`` seconds (0 = no limit); the child
-    is killed as a whole after ``timeout_s`` seconds (default: 120 s per
-    chapter checked). The child appends each case's result to a JSON-lines file
-    as soon as the case ends, so the cases that finished before a kill keep
-    their result; the case that was running is reported as not finished.
+    Returns ``(killed, exit code, the end of its output, ids of the cases started)``.
     """
-    cases = load_cases()
-    wanted = cases.cases_for(chapters)
-    if timeout_s is None:
-        timeout_s = DEFAULT_TIMEOUT_PER_CHAPTER_S * (len(chapters) or len(cases.NOTEBOOKS))
-    run = CheckRun(notebooks=notebooks, chapters=chapters)
-    by_id = {c.id: CaseResult(c.id, c.chapter, c.exercise, c.points) for c in wanted}
     started: list[str] = []
     with tempfile.TemporaryDirectory(prefix="course-check-") as tmp:
         report = Path(tmp) / "results.jsonl"
@@ -341,6 +338,38 @@ def run_checks(chapters: list[str], notebooks: Path, timeout_s: float | None = N
                     result.kind = item.get("kind", "error")
                     result.message = item.get("message", "")
                     result.done = True
+    return killed, proc.returncode, log_tail, started
+
+
+def run_checks(chapters: list[str], notebooks: Path, timeout_s: float | None = None,
+               case_timeout_s: float = DEFAULT_CASE_TIMEOUT_S) -> CheckRun:
+    """Run the exercise cases of ``chapters`` (all when empty) on ``notebooks``.
+
+    The cases run in a child process (``python -m course_lib.check_runner``)
+    in its own process group. Each case may run
+    the student's code for ``case_timeout_s`` seconds (0 = no limit); the child
+    is killed as a whole after ``timeout_s`` seconds (default: 120 s per
+    chapter checked). The child appends each case's result to a JSON-lines file
+    as soon as the case ends, so the cases that finished before a kill keep
+    their result; the case that was running is reported as not finished.
+    """
+    cases = load_cases()
+    wanted = cases.cases_for(chapters)
+    run = CheckRun(notebooks=notebooks, chapters=chapters)
+    run.missing = {ch: cases.NOTEBOOKS[ch] for ch in (chapters or list(cases.NOTEBOOKS))
+                   if not (Path(notebooks) / cases.NOTEBOOKS[ch]).is_file()}
+    present = [ch for ch in (chapters or list(cases.NOTEBOOKS)) if ch not in run.missing]
+    if timeout_s is None:
+        timeout_s = DEFAULT_TIMEOUT_PER_CHAPTER_S * len(present)
+    by_id = {c.id: CaseResult(c.id, c.chapter, c.exercise, c.points) for c in wanted}
+    for result in by_id.values():
+        if result.chapter in run.missing:  # reported once per notebook (format_report), not run
+            result.kind, result.done = "missing", True
+            result.message = f"the notebook {run.missing[result.chapter]} is not in the folder checked"
+    killed, returncode, log_tail, started = False, 0, "", []
+    if present:
+        killed, returncode, log_tail, started = _run_runner(
+            chapters if not run.missing else present, notebooks, timeout_s, case_timeout_s, by_id)
     unfinished = [r for r in by_id.values() if not r.done]
     if killed:
         running = [i for i in started if not by_id[i].done]
@@ -357,7 +386,7 @@ def run_checks(chapters: list[str], notebooks: Path, timeout_s: float | None = N
             f"(e.g. a decoding loop that ignores max_len)? The cases that finished keep their points."
         )
     elif unfinished:
-        run.problem = (f"the checks ended (exit code {proc.returncode}) without results for some cases. "
+        run.problem = (f"the checks ended (exit code {returncode}) without results for some cases. "
                        f"Their output:\n{log_tail}")
         for result in unfinished:
             result.message = "no result (the run stopped before this case)"
@@ -417,11 +446,14 @@ def format_report(run: CheckRun, exercises: dict[str, str], max_messages: int = 
             status = f"all {len(rs)} cases pass"
         elif timed_out:
             status = f"{len(rs) - len(failed)} of {len(rs)} cases pass; did not finish (endless loop?)"
+        elif all(r.kind == "missing" for r in rs):
+            status = "notebook not found"
         elif all(r.kind == "not_implemented" for r in failed) and len(failed) == len(rs):
             status = "not implemented yet"
         else:
             status = f"{len(rs) - len(failed)} of {len(rs)} cases pass"
         lines.append(f"  {ex:<9} {exercises.get(ex, '?'):<30} {earned:>3}/{possible:<3}  {status}")
+        failed = [r for r in failed if r.kind != "missing"]  # said once per notebook, below
         shown = [r for r in failed if r.kind != "not_implemented"][:max_messages]
         if shown:
             details.append(f"Exercise {ex} ({exercises.get(ex, '?')}):")
@@ -433,6 +465,10 @@ def format_report(run: CheckRun, exercises: dict[str, str], max_messages: int = 
                 details.append(f"  ... and {len(rest)} more failing case(s): {', '.join(rest)}")
     lines.append("  " + "-" * (len(header) + 14))
     lines.append(f"  {'Total':<9} {'':<30} {earned_total:>3}/{total:<3}")
+    if run.missing:
+        lines += ["", "Missing notebooks:"] + [
+            f"  ! {name} (chapter {ch}) is not in {shown_path}: save your notebook there under its original name "
+            f"({name})" for ch, name in run.missing.items()]
     if run.problem:
         lines += ["", "Problem: " + run.problem]
     if run.warnings:
@@ -447,7 +483,7 @@ def format_report(run: CheckRun, exercises: dict[str, str], max_messages: int = 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m course_lib.check``; returns the exit code (0, or 2 for a usage error)."""
     parser = argparse.ArgumentParser(
-        prog="python -m course_lib.check",
+        prog=prog_name("course-check", "course_lib.check"),
         description="Check your exercise notebooks (save them first!) and print your score per exercise.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__import__('course_lib').__version__}")
@@ -465,6 +501,10 @@ def main(argv: list[str] | None = None) -> int:
     chapter_args, folders = split_targets(args.chapters)
     try:
         cases = load_cases()
+        for arg in chapter_args:
+            if not _CHAPTER_START.match(Path(arg).name):  # no chapter number: a folder that does not exist
+                raise ValueError(f"no such folder or chapter: {arg!r}; name an existing folder of notebooks or a "
+                                 f"chapter ({', '.join(cases.NOTEBOOKS)})")
         chapters = resolve_chapters(chapter_args, cases.NOTEBOOKS)
         named = folders + ([args.notebooks] if args.notebooks else [])
         if len(named) > 1:
@@ -487,6 +527,19 @@ def main(argv: list[str] | None = None) -> int:
                   f"folder, and this is not a clone of the course: name the folder that holds your notebooks, e.g. "
                   f"course-check my_notebooks/ (or --notebooks DIR)", file=sys.stderr)
             return 2
+        given = str(notebooks)
+    wanted = [cases.NOTEBOOKS[c] for c in (chapters or list(cases.NOTEBOOKS))]
+    if not any((notebooks / name).is_file() for name in wanted):
+        if not any((notebooks / name).is_file() for name in cases.NOTEBOOKS.values()):
+            others = sorted(p.name for p in notebooks.glob("*.ipynb"))
+            held = f" (it holds {', '.join(others[:3])}{', ...' if len(others) > 3 else ''})" if others else ""
+            print(f"error: no exercise notebooks (NN_*.ipynb) in {given}{held}: name the folder that holds your "
+                  f"notebooks, saved under their original names (e.g. {wanted[0]})", file=sys.stderr)
+        else:
+            print(f"error: {given} holds no notebook of chapter{'s' if len(chapters) > 1 else ''} "
+                  f"{', '.join(chapters)} ({', '.join(wanted)}): save your notebook there under its original name, "
+                  f"or name the folder that holds it", file=sys.stderr)
+        return 2
     warnings = copy_warnings(chapter_args, chapters, notebooks, cases)
     if warnings:  # before the (slow) run, so that a student checking the wrong file sees it at once
         for line in warnings:

@@ -25,7 +25,9 @@ made from.
 Reports go to ``DIR`` (see :mod:`course_lib.grading.report`): ``grades.csv``,
 ``summary.json``, and per student ``results.json`` (Gradescope),
 ``feedback.md`` and ``grade.json``; the reference arrays and their manifest go
-to ``DIR/_reference/``. Every run draws new inputs from a new secret salt;
+to ``DIR/_reference/``. ``DIR`` must be a folder (or not exist yet) and must
+neither lie inside a SUBMISSIONS path nor hold one (the reports would be graded
+as a submission, or written among the submissions). Every run draws new inputs from a new secret salt;
 with ``--reference MANIFEST`` a run reuses that manifest and its inputs, and
 then a submission whose hash did not change since it was graded against the
 same manifest is skipped unless ``--force``.
@@ -64,6 +66,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import sys
 import threading
 import time
@@ -88,10 +91,20 @@ def _chapters(values: list[str]) -> list[str]:
     return out
 
 
+def prog_name(script: str, module: str) -> str:
+    """The command's name as the user typed it: ``script`` (e.g. ``course-grade``) when ``sys.argv[0]`` is that
+    console script, else ``python -m module``."""
+    base = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    for suffix in (".exe", "-script.py"):  # the console scripts' names on Windows
+        if base.lower().endswith(suffix):
+            base = base[: -len(suffix)]
+    return script if base == script else f"python -m {module}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command's argument parser."""
     p = argparse.ArgumentParser(
-        prog="python -m course_lib.grading",
+        prog=prog_name("course-grade", "course_lib.grading"),
         description="Grade exercise submissions in sandboxed child processes and write grades.csv, "
                     "per-student Gradescope results.json and feedback, and summary.json.")
     p.add_argument("--version", action="version", version=f"%(prog)s {__import__('course_lib').__version__}")
@@ -126,6 +139,108 @@ def build_parser() -> argparse.ArgumentParser:
                         "with your network and files); without it the grader refuses and says how to fix that")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
+
+
+#: the options mapped onto fields of :class:`~course_lib.grading.sandbox.Limits`
+_LIMIT_OPTIONS = {"chapter_timeout_s": "--timeout", "submission_timeout_s": "--submission-timeout",
+                  "memory_mb": "--memory"}
+
+
+def _option_names(message: str) -> str:
+    """``message`` with the internal ``Limits.field`` names replaced by the options that set them."""
+    for name, option in _LIMIT_OPTIONS.items():
+        message = message.replace(f"Limits.{name}", option)
+    return message
+
+
+def _limits_problem(args: argparse.Namespace) -> str:
+    """What is wrong with the numeric options (``--jobs``, ``--timeout``, ``--submission-timeout``,
+    ``--memory``), as one line naming the option; ``""`` when nothing is."""
+    if args.jobs < 1:
+        return f"--jobs must be >= 1 (submissions graded at once); got {args.jobs}"
+    for option, value in (("--timeout", args.timeout), ("--submission-timeout", args.submission_timeout)):
+        if value is not None and not (0 < value < float("inf")):
+            return f"{option} must be a finite number of seconds > 0; got {value:g}"
+    if args.memory < 1024:
+        return (f"--memory must be >= 1024 (MiB of address space per child: import torch needs the room); "
+                f"got {args.memory}")
+    return ""
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _out_problem(given: Path, out_dir: Path, submissions: list[Path]) -> str:
+    """What is wrong with ``--out`` (``given``, resolved ``out_dir``); ``""`` when nothing is.
+
+    It must be a folder (or not exist yet), and neither inside a SUBMISSIONS path (its reports would be read as
+    a student's submission on the next run) nor hold one (the reports of a student named like the submissions
+    folder would be written into it).
+    """
+    if out_dir.exists() and not out_dir.is_dir():
+        return (f"--out {str(given)!r} exists and is not a folder: name a new folder (or one of earlier "
+                f"reports) for the reports")
+    for sub in submissions:
+        folder = sub.resolve()
+        if _inside(out_dir, folder):
+            where = "is" if out_dir == folder else "lies inside"
+            return (f"--out {str(given)!r} {where} the SUBMISSIONS path {str(sub)!r}: the reports would be graded "
+                    f"as a submission on the next run; put --out outside SUBMISSIONS")
+        if _inside(folder, out_dir):
+            return (f"the SUBMISSIONS path {str(sub)!r} lies inside --out {str(given)!r}: the reports would be "
+                    f"written among the submissions; put --out outside SUBMISSIONS")
+    return ""
+
+
+#: a path in the reference run's work folder: ``.../reference-<hex>/submission/NN_topic.ipynb``
+_REFERENCE_PATH = re.compile(r"[^'\"\s]*/reference-[0-9a-f]+/submission/(?P<name>[\w.-]+\.ipynb)")
+#: the advice for students that notebook errors carry (meaningless for a solutions notebook)
+_STUDENT_ADVICE = re.compile(
+    r"[;.]? *(?:a \.ipynb file must be saved by Jupyter, not edited by hand\. *)?Re-download the exercise notebook "
+    r"and copy your code back into it\.|\. Save your notebook under its original name \([^)]*\) in the folder "
+    r"being checked\.|\nFix it \(the cell would not run in Jupyter either\), save the notebook and check again\.")
+#: the start of one case's problem in a reference error (``ID: ...`` or ``ID/key: ...``, indented by two)
+_PROBLEM_START = re.compile(r"^  (?:[0-9A-Za-z][0-9A-Za-z._-]*(?:/[0-9A-Za-z_.-]+)?: |bad or duplicate case id )")
+
+
+def reference_message(message: str, solutions: Path) -> str:
+    """A reference error (:class:`~course_lib.grading.grader.ReferenceError`) as the instructor should read it.
+
+    The reference run reads copies of the ``--solutions`` notebooks in a temporary work folder, and its notebook
+    errors are worded for students. Here the copies' paths become the real ``--solutions`` paths; and a problem
+    of a notebook itself (not valid JSON, not a notebook, a syntax error ...), which every case of its chapter
+    reports alike, is said once, naming the ``--solutions`` notebook and what to do instead of the students'
+    advice. The other problems are kept as they are.
+    """
+    message = _REFERENCE_PATH.sub(lambda m: str(solutions / m.group("name")), message)
+    head, _, rest = message.partition("\n")
+    if not head.startswith("the solutions do not pass their own cases") or not rest:
+        return message
+    chunks: list[str] = []
+    for line in rest.split("\n"):
+        if _PROBLEM_START.match(line) or not chunks:
+            chunks.append(line[2:] if line.startswith("  ") else line)
+        else:
+            chunks[-1] += "\n" + line
+    notebook_problems: list[str] = []
+    others: list[str] = []
+    prefix = re.compile(rf"^[^:\s]+: (?:notebook )?('{re.escape(str(solutions))}/[^']+\.ipynb')")
+    for chunk in chunks:
+        m = prefix.match(chunk)
+        if m is None:
+            others.append(chunk)
+            continue
+        text = _STUDENT_ADVICE.sub("", chunk[m.start(1):]).rstrip(" ;.")
+        line = (f"--solutions notebook {text}: check the --solutions folder {str(solutions)!r} (it must hold the "
+                f"solution notebooks as Jupyter saved them)")
+        if line not in notebook_problems:
+            notebook_problems.append(line)
+    if not notebook_problems:
+        return message
+    if not others and len(notebook_problems) == 1:
+        return notebook_problems[0]
+    return "\n  ".join(["the --solutions notebooks do not pass their own cases:", *notebook_problems, *others])
 
 
 def _print_table(results, out=sys.stdout) -> None:
@@ -173,14 +288,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"course-grade: error: {msg}", file=sys.stderr)
         return 2
 
-    if args.jobs < 1:
-        return fail(f"--jobs must be >= 1; got {args.jobs}")
+    problem = _limits_problem(args)
+    if problem:
+        return fail(problem)
     try:
         chapters = _chapters(args.chapters)
         sub_timeout = args.submission_timeout if args.submission_timeout is not None else min(10 * args.timeout, 900)
         limits = Limits(chapter_timeout_s=args.timeout, submission_timeout_s=sub_timeout, memory_mb=args.memory)
     except (argparse.ArgumentTypeError, ValueError) as exc:
-        return fail(str(exc))
+        return fail(_option_names(str(exc)))
     from ..check import clone_root
     from .casefile import CASES_FILE
     from .grader import cases_notebooks
@@ -213,7 +329,14 @@ def main(argv: list[str] | None = None) -> int:
         subs = discover(args.submissions, single=args.single, student=args.student)
     except (FileNotFoundError, ValueError) as exc:
         return fail(str(exc))
-    out_dir.mkdir(parents=True, exist_ok=True)
+    problem = _out_problem(args.out, out_dir, args.submissions)
+    if problem:
+        return fail(problem)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file on the way, no permission ...
+        return fail(f"--out {str(args.out)!r}: cannot create the report folder ({exc.strerror or exc}): name a "
+                    f"folder you can write to")
     os.chmod(out_dir, 0o700)  # grades and feedback are private; the children never see this folder anyway
     config = GradingConfig(out_dir=out_dir, course_root=root, solutions_dir=solutions,
                            cases_files=[cases, *(p.resolve() for p in args.extra_tests)], chapters=chapters,
@@ -247,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             ref = build_reference(config, supervisor, info, work_base, log=log)
         except ReferenceError as exc:
-            return fail(str(exc))
+            return fail(reference_message(str(exc), solutions))
         results = []
         unattributed_strays = 0
         lock = threading.Lock()

@@ -217,3 +217,59 @@ def test_check_runner_needs_no_pytest(tmp_path):
         done = [r for r in records if r["kind"] != "started"]
         assert [r["id"] for r in done] == [c.id for c in cases.cases_for(["08"])]
         assert {r["kind"] for r in done} == {kind}, [r for r in done if r["kind"] != kind][:2]
+
+
+def test_a_missing_folder_is_not_called_an_unknown_chapter(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    for arg in ("nosuchdir", "no/such/dir"):
+        assert check.main([arg]) == 2
+        err = capsys.readouterr().err
+        assert f"error: no such folder or chapter: {arg!r}" in err and "unknown chapter" not in err, err
+        assert ", ".join(cases.NOTEBOOKS) in err and "Traceback" not in err, err
+    assert check.main(["12"]) == 2  # a chapter number stays a chapter
+    assert "unknown chapter '12'" in capsys.readouterr().err
+
+
+def test_a_folder_without_notebooks_stops_at_once(tmp_path, capsys):
+    empty = tmp_path / "emptydir"
+    empty.mkdir()
+    assert check.main([str(empty)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip().splitlines() == [err.strip()], err
+    assert err.startswith(f"error: no exercise notebooks (NN_*.ipynb) in {empty}"), err
+    (empty / "04_attention-Copy1.ipynb").write_text("{}")  # a copy only: said, not checked
+    assert check.main([str(empty), "04"]) == 2
+    assert "no exercise notebooks (NN_*.ipynb)" in capsys.readouterr().err
+    (empty / cases.NOTEBOOKS["08"]).write_text("{}")  # the chapters asked for are not there
+    assert check.main([str(empty), "04", "06"]) == 2
+    err = capsys.readouterr().err
+    assert "no notebook of chapters 04, 06" in err and cases.NOTEBOOKS["06"] in err, err
+
+
+def test_a_missing_notebook_is_reported_once(tmp_path, capsys):
+    folder = _notebook_with(tmp_path, "08", {})
+    assert check.main([str(folder), "06", "08"]) == 0
+    out = capsys.readouterr().out
+    name = cases.NOTEBOOKS["06"]
+    assert [line for line in out.splitlines() if name in line] == [
+        f"  ! {name} (chapter 06) is not in {folder}: save your notebook there under its original name ({name})"], out
+    assert re.search(r"6\.1\s+position_wise_ffn\s+0/\d+\s+notebook not found", out), out
+    assert re.search(r"8\.1\s+padding_mask\s+0/\d+\s+not implemented yet", out), out
+    assert "not found (no such file)" not in out and "x 6.1" not in out, out
+    run = check.run_checks(["06"], tmp_path)  # nothing to run: no child started
+    assert run.missing == {"06": name} and {r.kind for r in run.results} == {"missing"} and not run.problem
+
+
+@pytest.mark.parametrize("argv0, shown", [("/venv/bin/course-check", "course-check"),
+                                          ("/repo/course_lib/check.py", "python -m course_lib.check")])
+def test_version_and_usage_show_the_name_typed(monkeypatch, capsys, argv0, shown):
+    import sys
+
+    import course_lib
+
+    monkeypatch.setattr(sys, "argv", [argv0])
+    with pytest.raises(SystemExit):
+        check.main(["--version"])
+    assert capsys.readouterr().out.strip() == f"{shown} {course_lib.__version__}"
+    assert check.main(["12"]) == 2
+    assert capsys.readouterr().err.startswith(f"usage: {shown} ")

@@ -189,7 +189,7 @@ def test_single_submission_mode(tmp_path):
 
 @pytest.mark.parametrize("args, words", [
     (["--jobs", "0"], "--jobs"),
-    (["--memory", "512"], "memory_mb"),
+    (["--memory", "512"], "--memory"),
     (["--chapters", "42"], "no such chapter"),
     (["--solutions", "/nonexistent"], "--solutions"),
     (["--extra-tests", "/nonexistent.py"], "--extra-tests"),
