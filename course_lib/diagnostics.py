@@ -44,6 +44,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .validation import model_setting
+
 __all__ = [
     "Finding",
     "DiagnosticsConfig",
@@ -190,7 +192,7 @@ def _other_ids(ids: Tensor, vocab_size: int, pad_id: int) -> Tensor:
 
 
 def _max_len(model: nn.Module) -> int | None:
-    return getattr(getattr(model, "config", None), "max_len", None)
+    return model_setting(model, "max_len")
 
 
 # --------------------------------------------------------------------------

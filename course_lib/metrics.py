@@ -17,6 +17,8 @@ from typing import Iterable, Sequence
 import torch
 from torch import Tensor, nn
 
+from .validation import check_int
+
 __all__ = ["bleu", "paired_bleu_test", "bleu_tokenizer_for", "attention_entropy", "model_attention_entropy", "gradient_global_norm"]
 
 
@@ -151,8 +153,7 @@ def paired_bleu_test(
             f"baseline, system and references must have the same length; got {len(baseline)}, {len(system)} "
             f"and {len(references)}"
         )
-    if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 100:
-        raise ValueError(f"n_samples must be an int >= 100; got {n_samples!r}")
+    check_int(n_samples, "n_samples", 100)
     tok = tokenize if tokenize is not None else bleu_tokenizer_for(target_lang)
     if baseline == system:
         # Nothing to test. (sacrebleu's own convention reports 1 / (n_samples + 1)

@@ -39,16 +39,18 @@ def describe(value: Any) -> str:
     return str(tuple(value.shape)) if isinstance(value, Tensor) else type(value).__name__
 
 
-def check_int(value: Any, name: str, low: int | None = 1, *, hint: str = "") -> None:
+def check_int(value: Any, name: str, low: int | None = 1, *, optional: bool = False, hint: str = "") -> None:
     """Raise ``ValueError`` unless ``value`` is an ``int`` (not a ``bool``) and ``>= low``.
 
-    ``low=None`` accepts any int. ``hint`` is added to the message, e.g.
-    ``" (the first optimizer step is step 1)"``.
+    ``low=None`` accepts any int; ``optional=True`` also accepts ``None``.
+    ``hint`` is added to the message, e.g. ``" (the first optimizer step is step 1)"``.
     """
+    if optional and value is None:
+        return
     ok = isinstance(value, int) and not isinstance(value, bool) and (low is None or value >= low)
     if not ok:
-        what = "an int" if low is None else ("a positive int" if low == 1 else f"an int >= {low}")
-        raise ValueError(f"{name} must be {what}{hint}; got {value!r}")
+        what = "an int" if low is None else f"an int >= {low}"
+        raise ValueError(f"{name} must be {'None or ' if optional else ''}{what}{hint}; got {value!r}")
 
 
 def check_number(value: Any, name: str, *, low: float | None = None, low_inclusive: bool = True) -> None:

@@ -10,6 +10,7 @@ T=scripts/timed.sh
 failed=()
 stage() { local name=$1; shift; "$T" "$name" "$@" || failed+=("$name"); }
 
+stage "listings the book displays (<= 60 lines of code, depth <= 3, public)" "$PY" scripts/listing_metrics.py
 stage "library tests (tests/lib)" "$PY" -m pytest tests/lib -q -p no:cacheprovider
 stage "exercise tests on solutions/ (must all pass)" "$PY" -m pytest tests/exercises -q -p no:cacheprovider \
     --notebooks solutions

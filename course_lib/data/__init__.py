@@ -33,112 +33,19 @@ Batches
 Importing this package does no work (no file access, no network).
 """
 
-from ._batching import (
-    Batch,
-    BucketBatchSampler,
-    TranslationDataset,
-    collate_batch,
-    make_loader,
-    padding_fraction,
-    shift_right,
-)
-from ._datasets import (
-    MULTI30K_LICENSE,
-    NUM_SPECIAL_TOKENS,
-    TATOEBA_ATTRIBUTION,
-    TATOEBA_FILE,
-    TINY_SHAKESPEARE_FILE,
-    group_by_source,
-    load_multi30k,
-    load_tatoeba_en_zh,
-    load_tiny_shakespeare,
-    multi30k_file,
-    split_by_source,
-    synthetic_copy_task,
-)
-from ._files import (
-    CACHE_ENV_VAR,
-    DATA_ENV_VAR,
-    DataNotFoundError,
-    DataValidationError,
-    RemoteFile,
-    Source,
-    cache_dir,
-    download_file,
-    resolve_file,
-)
-from ._pipeline import DATASETS, DataConfig, TranslationData, make_dataloaders
-from ._text import chinese_normalizer, english_normalizer, normalize_chinese, normalize_english
-from ._tokenize import (
-    BOS,
-    BOS_ID,
-    EOS,
-    EOS_ID,
-    PAD,
-    PAD_ID,
-    SPECIAL_TOKENS,
-    UNK,
-    UNK_ID,
-    TextTokenizer,
-    train_bpe_tokenizer,
-    train_char_tokenizer,
-    train_tokenizers,
-)
+from . import _batching, _datasets, _files, _pipeline, _text, _tokenize
+from ._batching import *  # noqa: F403 - each submodule's __all__ is the public API
+from ._datasets import *  # noqa: F403
+from ._files import *  # noqa: F403
+from ._pipeline import *  # noqa: F403
+from ._text import *  # noqa: F403
+from ._tokenize import *  # noqa: F403
 
 __all__ = [
-    # files
-    "DataNotFoundError",
-    "DataValidationError",
-    "RemoteFile",
-    "Source",
-    "cache_dir",
-    "resolve_file",
-    "download_file",
-    "DATA_ENV_VAR",
-    "CACHE_ENV_VAR",
-    # data sets
-    "TATOEBA_FILE",
-    "TATOEBA_ATTRIBUTION",
-    "TINY_SHAKESPEARE_FILE",
-    "MULTI30K_LICENSE",
-    "multi30k_file",
-    "load_tatoeba_en_zh",
-    "load_tiny_shakespeare",
-    "load_multi30k",
-    "split_by_source",
-    "group_by_source",
-    "synthetic_copy_task",
-    "NUM_SPECIAL_TOKENS",
-    # text
-    "english_normalizer",
-    "chinese_normalizer",
-    "normalize_english",
-    "normalize_chinese",
-    # tokenizers
-    "PAD",
-    "BOS",
-    "EOS",
-    "UNK",
-    "PAD_ID",
-    "BOS_ID",
-    "EOS_ID",
-    "UNK_ID",
-    "SPECIAL_TOKENS",
-    "TextTokenizer",
-    "train_bpe_tokenizer",
-    "train_char_tokenizer",
-    "train_tokenizers",
-    # batches
-    "shift_right",
-    "Batch",
-    "collate_batch",
-    "TranslationDataset",
-    "BucketBatchSampler",
-    "padding_fraction",
-    "make_loader",
-    # one call
-    "DATASETS",
-    "DataConfig",
-    "TranslationData",
-    "make_dataloaders",
+    *_files.__all__,
+    *_datasets.__all__,
+    *_text.__all__,
+    *_tokenize.__all__,
+    *_batching.__all__,
+    *_pipeline.__all__,
 ]

@@ -12,6 +12,7 @@ from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, Sampler, SequentialSampler
 
+from ..validation import check_int, check_token_ids
 from ..masks import decoder_self_attention_mask, padding_mask
 from ._tokenize import BOS_ID, EOS_ID, PAD_ID, TextTokenizer
 
@@ -24,11 +25,6 @@ __all__ = [
     "padding_fraction",
     "make_loader",
 ]
-
-
-def _check_int(value, name: str, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}; got {value!r}")
 
 
 def shift_right(tgt: Tensor, bos_id: int, pad_id: int | None = None) -> Tensor:
@@ -57,8 +53,7 @@ def shift_right(tgt: Tensor, bos_id: int, pad_id: int | None = None) -> Tensor:
     if not isinstance(tgt, Tensor) or tgt.dim() != 2 or tgt.size(1) == 0:
         shape = tuple(tgt.shape) if isinstance(tgt, Tensor) else type(tgt).__name__
         raise ValueError(f"tgt must have shape (batch, tgt_len) with tgt_len >= 1; got {shape}")
-    if tgt.dtype.is_floating_point or tgt.dtype == torch.bool:
-        raise ValueError(f"tgt must be an integer tensor of token ids; got dtype {tgt.dtype}")
+    check_token_ids(tgt, "tgt", ndim=None)
     out = torch.empty_like(tgt)
     out[:, 0] = bos_id
     out[:, 1:] = tgt[:, :-1]
@@ -222,8 +217,7 @@ class TranslationDataset(Dataset):
             if not isinstance(tok, TextTokenizer):
                 raise TypeError(f"{name} must be a TextTokenizer; got {type(tok).__name__}")
         for name, lim in (("max_src_len", max_src_len), ("max_tgt_len", max_tgt_len)):
-            if lim is not None:
-                _check_int(lim, name, 2)
+            check_int(lim, name, 2, optional=True)
         for i, p in enumerate(pairs):
             if not isinstance(p, (tuple, list)) or len(p) < 2 or not isinstance(p[0], str) or not isinstance(p[1], str):
                 raise ValueError(f"pairs[{i}] must be a (src_text, tgt_text) tuple of str; got {p!r}")
@@ -302,8 +296,8 @@ class BucketBatchSampler(Sampler[list[int]]):
         seed: int = 0,
         drop_last: bool = False,
     ) -> None:
-        _check_int(batch_size, "batch_size", 1)
-        _check_int(bucket_size_multiplier, "bucket_size_multiplier", 1)
+        check_int(batch_size, "batch_size", 1)
+        check_int(bucket_size_multiplier, "bucket_size_multiplier", 1)
         if len(lengths) == 0:
             raise ValueError("lengths is empty; nothing to batch")
         self.lengths = list(lengths)
@@ -316,7 +310,7 @@ class BucketBatchSampler(Sampler[list[int]]):
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next ``iter`` produce epoch ``epoch``'s order."""
-        _check_int(epoch, "epoch", 0)
+        check_int(epoch, "epoch", 0)
         self.epoch = epoch
 
     def _batches(self, epoch: int) -> list[list[int]]:
@@ -411,7 +405,7 @@ def make_loader(
     Raises:
         ValueError: a bad size or an empty dataset.
     """
-    _check_int(batch_size, "batch_size", 1)
+    check_int(batch_size, "batch_size", 1)
     if len(dataset) == 0:
         raise ValueError("dataset is empty (did the length filter drop everything?)")
     if bucket:

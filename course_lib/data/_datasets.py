@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
+from ..validation import check_int, check_probability
 from ._files import (
     DataValidationError,
     RemoteFile,
@@ -322,14 +323,12 @@ def split_by_source(
     Source: standard practice (grouped hold-out); chapter 9.
     """
     for name, frac in (("valid_fraction", valid_fraction), ("test_fraction", test_fraction)):
-        if isinstance(frac, bool) or not isinstance(frac, (int, float)) or not 0 <= frac < 1:
-            raise ValueError(f"{name} must be a number in [0, 1); got {frac!r}")
+        check_probability(frac, name)
     if valid_fraction + test_fraction >= 1:
         raise ValueError(
             f"valid_fraction + test_fraction must be < 1; got {valid_fraction} + {test_fraction}"
         )
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an int; got {seed!r}")
+    check_int(seed, "seed", None)
     train: list = []
     valid: list = []
     test: list = []
@@ -408,10 +407,8 @@ def synthetic_copy_task(
     Source: the copy task of the Annotated Transformer (Rush, 2018); chapter 9.
     """
     for name, value, low in (("n", n, 1), ("min_len", min_len, 1), ("vocab_size", vocab_size, NUM_SPECIAL_TOKENS + 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{name} must be an int >= {low}; got {value!r}")
-    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < min_len:
-        raise ValueError(f"max_len must be an int >= min_len ({min_len}); got {max_len!r}")
+        check_int(value, name, low)
+    check_int(max_len, "max_len", min_len, hint=" (min_len)")
     rng = random.Random(seed)
     out = []
     for _ in range(n):

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 
 from torch.utils.data import DataLoader
 
+from ..validation import check_int, check_probability
 from ._batching import TranslationDataset, make_loader, padding_fraction
 from ._datasets import load_multi30k, load_tatoeba_en_zh, split_by_source
 from ._tokenize import TextTokenizer, train_tokenizers
@@ -63,23 +64,14 @@ class DataConfig:
         if self.dataset not in DATASETS:
             raise ValueError(f"dataset must be one of {DATASETS}; got {self.dataset!r}")
         for name in ("batch_size", "bucket_size_multiplier", "char_min_frequency"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an int >= 1; got {v!r}")
+            check_int(getattr(self, name), name, 1)
         for name in ("max_src_len", "max_tgt_len"):
-            v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 2):
-                raise ValueError(f"{name} must be None or an int >= 2; got {v!r}")
+            check_int(getattr(self, name), name, 2, optional=True)
         for name in ("src_vocab_size", "tgt_vocab_size"):
-            v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 5):
-                raise ValueError(f"{name} must be None or an int >= 5; got {v!r}")
-        if isinstance(self.num_workers, bool) or not isinstance(self.num_workers, int) or self.num_workers < 0:
-            raise ValueError(f"num_workers must be an int >= 0; got {self.num_workers!r}")
+            check_int(getattr(self, name), name, 5, optional=True)
+        check_int(self.num_workers, "num_workers", 0)
         for name in ("valid_fraction", "test_fraction"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1:
-                raise ValueError(f"{name} must be a number in [0, 1); got {v!r}")
+            check_probability(getattr(self, name), name)
         if self.valid_fraction + self.test_fraction >= 1:
             raise ValueError("valid_fraction + test_fraction must be < 1")
 

@@ -100,9 +100,7 @@ def normalize_english(text: str) -> str:
     Raises:
         TypeError: ``text`` is not a ``str``.
     """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str; got {type(text).__name__}")
-    return english_normalizer().normalize_str(text)
+    return _apply(english_normalizer(), text)
 
 
 def normalize_chinese(text: str) -> str:
@@ -117,6 +115,10 @@ def normalize_chinese(text: str) -> str:
     Raises:
         TypeError: ``text`` is not a ``str``.
     """
+    return _apply(chinese_normalizer(), text)
+
+
+def _apply(normalizer, text: str) -> str:
     if not isinstance(text, str):
         raise TypeError(f"text must be a str; got {type(text).__name__}")
-    return chinese_normalizer().normalize_str(text)
+    return normalizer.normalize_str(text)

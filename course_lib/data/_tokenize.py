@@ -28,6 +28,7 @@ from pathlib import Path
 from tokenizers import Regex, Tokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
+from ..validation import check_int
 from ._text import chinese_normalizer, english_normalizer
 
 __all__ = [
@@ -306,10 +307,8 @@ def train_bpe_tokenizer(
     with Subword Units"; the ``▁`` convention of SentencePiece (Kudo &
     Richardson, 2018); chapter 9.
     """
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < len(SPECIAL_TOKENS) + 1:
-        raise ValueError(f"vocab_size must be an int >= {len(SPECIAL_TOKENS) + 1}; got {vocab_size!r}")
-    if isinstance(min_frequency, bool) or not isinstance(min_frequency, int) or min_frequency < 1:
-        raise ValueError(f"min_frequency must be an int >= 1; got {min_frequency!r}")
+    check_int(vocab_size, "vocab_size", len(SPECIAL_TOKENS) + 1)
+    check_int(min_frequency, "min_frequency", 1)
     texts = _texts(texts, "texts")
     tok = Tokenizer(models.BPE(unk_token=UNK))
     tok.normalizer = english_normalizer(lowercase=lowercase)
@@ -357,12 +356,8 @@ def train_char_tokenizer(
 
     Source: character-level Chinese is the usual baseline for small zh models; chapter 9.
     """
-    if isinstance(min_frequency, bool) or not isinstance(min_frequency, int) or min_frequency < 1:
-        raise ValueError(f"min_frequency must be an int >= 1; got {min_frequency!r}")
-    if max_vocab_size is not None and (
-        isinstance(max_vocab_size, bool) or not isinstance(max_vocab_size, int) or max_vocab_size < len(SPECIAL_TOKENS) + 1
-    ):
-        raise ValueError(f"max_vocab_size must be None or an int >= {len(SPECIAL_TOKENS) + 1}; got {max_vocab_size!r}")
+    check_int(min_frequency, "min_frequency", 1)
+    check_int(max_vocab_size, "max_vocab_size", len(SPECIAL_TOKENS) + 1, optional=True)
     texts = _texts(texts, "texts")
     tok = Tokenizer(models.WordLevel(unk_token=UNK))
     tok.normalizer = chinese_normalizer()
