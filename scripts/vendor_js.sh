@@ -78,10 +78,18 @@ mkdir -p "$OUT/mathjax/output"
 cp -r "$MJ/output/chtml" "$MJ/output/chtml.js" "$OUT/mathjax/output/"
 cp "$NM/mathjax/LICENSE" "$OUT/mathjax/LICENSE"
 
+# Vega, Vega-Lite and vega-embed: the explorers' charts (course_lib.explorers) draw
+# and respond in the page itself, with no kernel. Loaded as plain scripts before
+# any AMD loader, so each defines its global (vega, vegaLite, vegaEmbed).
+mkdir -p "$OUT/vega"
+cp "$NM/vega/build/vega.min.js" "$NM/vega-lite/build/vega-lite.min.js" "$NM/vega-embed/build/vega-embed.min.js" "$OUT/vega/"
+for p in vega-lite vega-embed; do cp "$NM/$p/LICENSE" "$OUT/vega/LICENSE-$p.txt"; done
+echo "vega $(node -p "require(\"$NM/vega/package.json\").version"): BSD-3-Clause (its package.json; its npm package ships no LICENSE file; text: https://github.com/vega/vega/blob/main/LICENSE)" > "$OUT/vega/LICENSE-vega.txt"
+
 # Versions actually installed, for the record.
 node -e '
   const dir = process.argv[1];
-  for (const p of ["requirejs", "@jupyter-widgets/html-manager", "mathjax"])
+  for (const p of ["requirejs", "@jupyter-widgets/html-manager", "mathjax", "vega", "vega-lite", "vega-embed"])
     console.log(p + "@" + require(dir + "/" + p + "/package.json").version);
 ' "$NM" > "$OUT/VERSIONS.txt"
 

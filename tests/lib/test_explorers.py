@@ -1,0 +1,105 @@
+"""course_lib.explorers: charts whose controls filter precomputed states."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from course_lib.explorers import Control, bar_explorer, explorer_bundle, heatmap_explorer
+
+
+def _records():
+    return [{"head": h, "query": q, "key": k, "weight": (h + 1) * 0.1 + i * 0.01 + j * 0.001}
+            for h in range(3) for i, q in enumerate("abc") for j, k in enumerate("abc")]
+
+
+def _all_params(spec):
+    return {p["name"]: p for p in spec.get("params", [])}
+
+
+def _filters(spec):
+    found = []
+    def walk(node):
+        if isinstance(node, dict):
+            for t in node.get("transform", []):
+                if "filter" in t:
+                    found.append(t["filter"])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+    walk(spec)
+    return found
+
+
+def test_heatmap_spec_binds_each_control_and_filters_on_it():
+    chart = heatmap_explorer(_records(), x="key", y="query", value="weight", domain=(0, 1),
+                             controls=[Control("head", options=[0, 1, 2], kind="select",
+                                               option_labels=["h0", "h1", "h2"], value=1)],
+                             captions=[{"head": h, "caption": f"head {h}"} for h in range(3)])
+    spec = chart.to_dict()
+    params = _all_params(spec)
+    assert params["ctl_head"]["value"] == 1
+    assert params["ctl_head"]["bind"]["input"] == "select"
+    assert params["ctl_head"]["bind"]["options"] == [0, 1, 2]
+    assert params["ctl_head"]["bind"]["labels"] == ["h0", "h1", "h2"]
+    filters = _filters(spec)
+    # the map (rect and text layers) and the caption line are all filtered by the head
+    assert len(filters) >= 2 and all('datum["head"] == ctl_head' in f for f in filters)
+    # every state's data is in the chart
+    values = json.dumps(spec)
+    assert values.count('"caption"') >= 3
+
+
+def test_slider_compares_with_a_tolerance_and_has_the_options_range():
+    options = [e / 4 for e in range(-4, 5)]
+    records = [{"t": e, "key": k, "p": 0.5} for e in options for k in "ab"]
+    spec = bar_explorer(records, x="key", y="p", controls=[Control("t", options=options, value=0.0)]).to_dict()
+    bind = _all_params(spec)["ctl_t"]["bind"]
+    assert (bind["input"], bind["min"], bind["max"], bind["step"]) == ("range", -1.0, 1.0, 0.25)
+    assert any(re.search(r'abs\(datum\["t"\] - ctl_t\) < 1e-9', f) for f in _filters(spec))
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(field="n", options=[1, 2, 4]), "equal steps"),
+        (dict(field="n", options=[]), "must not be empty"),
+        (dict(field="n", options=[1, 2], kind="knob"), "kind must be one of"),
+        (dict(field="n", options=[True, False], kind="checkbox"), r"\[False, True\]"),
+        (dict(field="n", options=[1, 2], kind="select", option_labels=["a"]), "one label per option"),
+        (dict(field="n", options=[1, 2], value=3), "one of its options"),
+        (dict(field="n", options=["a", "b"]), "must be numbers"),
+    ],
+)
+def test_control_rejects_bad_settings(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Control(**kwargs)
+
+
+def test_records_must_hold_every_option_and_field():
+    records = _records()
+    with pytest.raises(ValueError, match="no record has head = 5"):
+        heatmap_explorer(records, x="key", y="query", value="weight",
+                         controls=[Control("head", options=[0, 5], kind="select")])
+    with pytest.raises(ValueError, match=r"lack the field\(s\) \['score'\]"):
+        heatmap_explorer(records, x="key", y="query", value="score",
+                         controls=[Control("head", options=[0, 1], kind="select")])
+
+
+def test_bundle_draws_from_the_page_and_fetches_nothing():
+    chart = heatmap_explorer(_records(), x="key", y="query", value="weight",
+                             controls=[Control("head", options=[0, 1, 2], kind="radio")])
+    bundle = explorer_bundle(chart, 'weights of one <head> & "its" keys')
+    assert bundle["application/vnd.vegalite.v5+json"]["$schema"].startswith("https://vega.github.io/schema/vega-lite/v5")
+    html = bundle["text/html"]
+    assert 'class="course-explorer"' in html and "vegaEmbed(" in html
+    # no script or stylesheet from elsewhere: the schema URL is data, not a request
+    assert not re.search(r"<script[^>]+src=|<link[^>]+href=", html)
+    assert 'aria-label="weights of one &lt;head&gt; &amp; &quot;its&quot; keys"' in html
+    assert "</script" not in html.split("<script", 1)[1].split("</script>")[0]
+    with pytest.raises(ValueError, match="description"):
+        explorer_bundle(chart, " ")
