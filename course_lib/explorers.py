@@ -10,7 +10,7 @@ Notebook 7 (which draw Vega-Lite natively), with or without a running kernel.
 Three calls make one:
 
 * :class:`Control` – one control: the data field it sets and its options;
-* :func:`heatmap_explorer` / :func:`bar_explorer` – the chart;
+* :func:`heatmap_explorer` / :func:`bar_explorer` / :func:`line_explorer` – the chart;
 * :func:`show_explorer` – display it (in a notebook: the chart, for the web
   book the same chart as HTML, and a one-line text description for readers
   without either).
@@ -34,7 +34,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-__all__ = ["Control", "heatmap_explorer", "bar_explorer", "explorer_bundle", "show_explorer"]
+__all__ = ["Control", "heatmap_explorer", "bar_explorer", "line_explorer", "explorer_bundle", "show_explorer"]
 
 _KINDS = ("slider", "select", "radio", "checkbox")
 
@@ -143,12 +143,14 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _with_controls(chart, controls: Sequence[Control], captions: Sequence[Mapping[str, Any]] | None, width: int):
-    """Filter ``chart`` by the controls; put a caption line above it when ``captions`` are given."""
+def _with_controls(chart, controls: Sequence[Control], captions: Sequence[Mapping[str, Any]] | None, width: int,
+                   filtered: bool = False):
+    """Filter ``chart`` by the controls (unless its layers are ``filtered`` already); add captions above it."""
     import altair as alt
 
     params = [_param(c) for c in controls]
-    chart = chart.transform_filter(_filter_expression(controls))
+    if not filtered:
+        chart = chart.transform_filter(_filter_expression(controls))
     if captions:
         _check_records(captions, controls, ["caption"])
         line = (
@@ -273,6 +275,63 @@ def bar_explorer(
         line = alt.Chart(alt.Data(values=[{"y": rule}])).mark_rule(strokeDash=[2, 3], color="grey").encode(y="y:Q")
         chart = chart + line
     return _with_controls(chart.properties(width=width, height=height), controls, captions, width)
+
+
+def line_explorer(
+    curves: Sequence[Mapping[str, Any]],
+    *,
+    x: str,
+    y: str,
+    series: str,
+    controls: Sequence[Control],
+    points: Sequence[Mapping[str, Any]] | None = None,
+    captions: Sequence[Mapping[str, Any]] | None = None,
+    y_domain: tuple[float, float] | None = None,
+    x_title: str | None = None,
+    y_title: str | None = None,
+    width: int = 480,
+    height: int = 220,
+):
+    """Curves (one line per ``series`` value) and marked points that follow the controls.
+
+    Unlike the other explorers, ``curves`` and ``points`` may each carry only
+    some of the controls' fields: each layer is filtered by the controls whose
+    field it has (e.g. the curves of a dimension pair depend on the pair
+    only, the marked point on the pair and the position).
+
+    Args:
+        curves: one dict per point of a curve: ``{x: float, y: float, series: str, ...}``.
+        x, y, series: field names of the position along the curve, its value and its name.
+        controls: the :class:`Control` objects.
+        points: optional marked points ``{x: ..., y: ..., ...}``, drawn as black dots.
+        captions: as in :func:`heatmap_explorer`.
+        y_domain: the y axis's (low, high). x_title, y_title: axis titles. width, height: pixels.
+
+    Returns:
+        an Altair chart; display it with :func:`show_explorer`.
+    """
+    import altair as alt
+
+    if not curves:
+        raise ValueError("curves must not be empty")
+    y_scale = alt.Scale(domain=list(y_domain)) if y_domain else alt.Scale()
+    layers = [_layer(curves, controls, [x, y, series]).mark_line().encode(
+        x=alt.X(f"{x}:Q", title=x_title or x), y=alt.Y(f"{y}:Q", scale=y_scale, title=y_title or y),
+        color=alt.Color(f"{series}:N", title=None))]
+    if points:
+        layers.append(_layer(points, controls, [x, y]).mark_point(filled=True, color="black", size=50).encode(
+            x=f"{x}:Q", y=f"{y}:Q", tooltip=[alt.Tooltip(f"{x}:Q"), alt.Tooltip(f"{y}:Q", format=".3f")]))
+    chart = alt.layer(*layers).properties(width=width, height=height)
+    return _with_controls(chart, controls, captions, width, filtered=True)
+
+
+def _layer(records: Sequence[Mapping[str, Any]], controls: Sequence[Control], fields: Sequence[str]):
+    """A chart of ``records`` filtered by the controls whose field the records carry."""
+    import altair as alt
+
+    mine = [c for c in controls if c.field in records[0]]
+    _check_records(records, mine, fields)
+    return alt.Chart(alt.Data(values=list(records))).transform_filter(_filter_expression(mine))
 
 
 def explorer_bundle(chart, description: str) -> dict[str, Any]:

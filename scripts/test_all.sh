@@ -22,6 +22,8 @@ stage "solution notebooks (nbval)" "$PY" -m pytest -q -p no:cacheprovider --nbva
 stage "book notebooks (nbval)" "$PY" -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
     --nbval-sanitize-with book/_sanitize.cfg book
 stage "book build (clean, strict)" make --no-print-directory book VENV="$(dirname "$BIN")"
+stage "book in headless Chromium, offline (explorers respond, no errors, 400 px)" \
+    "$PY" -m pytest tests/browser -q -p no:cacheprovider -rs
 
 echo
 if [ ${#failed[@]} -gt 0 ]; then

@@ -103,3 +103,17 @@ def test_bundle_draws_from_the_page_and_fetches_nothing():
     assert "</script" not in html.split("<script", 1)[1].split("</script>")[0]
     with pytest.raises(ValueError, match="description"):
         explorer_bundle(chart, " ")
+
+
+def test_line_layers_filter_on_the_controls_their_records_carry():
+    from course_lib.explorers import line_explorer
+
+    curves = [{"pair": p, "pos": x, "value": float(x * p), "curve": "sin"} for p in range(3) for x in range(5)]
+    points = [{"pair": p, "pos": x, "value": float(x * p), "at": x} for p in range(3) for x in range(5)]
+    controls = [Control("pair", options=[0, 1, 2]), Control("at", options=[0, 1, 2, 3, 4], label="pos")]
+    spec = line_explorer(curves, x="pos", y="value", series="curve", points=points, controls=controls).to_dict()
+    filters = sorted(_filters(spec), key=len)
+    assert filters[0] == 'abs(datum["pair"] - ctl_pair) < 1e-9'  # the curves: the pair only
+    assert "ctl_pair" in filters[1] and "ctl_at" in filters[1]  # the point: both
+    with pytest.raises(ValueError, match="no record has pair = 7"):
+        line_explorer(curves, x="pos", y="value", series="curve", controls=[Control("pair", options=[0, 7])])

@@ -1,0 +1,243 @@
+"""The built book as a reader's browser shows it: headless Chromium, offline.
+
+Run after the book is built (``make book``); a stage of ``make test``::
+
+    pytest tests/browser --html-dir _build/html
+
+Every page of the book is opened from a local server with every other host
+made unresolvable. The checks:
+
+* no request leaves the page's own origin, and nothing it asks for is missing;
+* no error in the browser console;
+* every explorer (``course_lib.explorers``) draws its chart, and moving each
+  of its controls redraws it (the chart's text or marks change);
+* formulas are typeset (MathJax output present where the page has math);
+* at 400 px the page is no wider than the screen.
+
+Needs Chromium, its driver (Debian: ``apt-get install -y chromium
+chromium-driver``) and ``selenium``. Without them the tests are skipped with
+the reason — unless ``REQUIRE_BROWSER=1`` (set by ``.ci/run`` once it has
+installed Chromium), which turns a missing browser into a failure.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import re
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+# Console messages that are not the book's fault: the theme's own notice when no
+# colour mode was stored yet, and the favicon the book does not have.
+IGNORED_CONSOLE = (
+    re.compile(r"Got invalid theme mode"),
+    re.compile(r"favicon\.ico"),
+)
+
+
+def _missing_browser() -> str | None:
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed (pip install selenium)"
+    if not (shutil.which("chromium") or shutil.which("chromium-browser")):
+        return "Chromium is not installed (apt-get install -y chromium)"
+    if not shutil.which("chromedriver"):
+        return "chromedriver is not installed (apt-get install -y chromium-driver)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def html_dir(request) -> Path:
+    path = Path(request.config.getoption("--html-dir")).resolve()
+    if not (path / "index.html").exists():
+        pytest.fail(f"no built book at {path}: run `make book` first")
+    return path
+
+
+class _Server:
+    """Serves the built book on 127.0.0.1 and records what was asked for and what was missing."""
+
+    def __init__(self, directory: Path) -> None:
+        self.missing: list[str] = []
+        server = self
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def log_message(self, format, *args):  # noqa: A002
+                pass
+
+            def send_error(self, code, message=None, explain=None):
+                if code == 404 and self.path != "/favicon.ico":  # asked for by every browser
+                    server.missing.append(self.path)
+                super().send_error(code, message, explain)
+
+        self.httpd = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", 0), functools.partial(Handler, directory=str(directory))
+        )
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.origin = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+
+
+@pytest.fixture(scope="session")
+def server(html_dir):
+    s = _Server(html_dir)
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    reason = _missing_browser()
+    if reason:
+        if os.environ.get("REQUIRE_BROWSER") == "1":
+            pytest.fail(f"REQUIRE_BROWSER=1 but {reason}")
+        pytest.skip(reason)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000",
+                 "--disable-dev-shm-usage", "--no-first-run", "--disable-background-networking",
+                 # offline: no host but the local server resolves
+                 "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"):
+        options.add_argument(flag)
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+    options.binary_location = binary
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=shutil.which("chromedriver")))
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def _pages(html_dir: Path) -> list[str]:
+    return sorted(p.relative_to(html_dir).as_posix() for p in html_dir.rglob("*.html")
+                  if "_static" not in p.parts and p.name not in {"genindex.html", "search.html"})
+
+
+def _open(browser, server, page: str, width: int = 1400) -> None:
+    browser.set_window_size(width, 1000)
+    browser.get_log("browser")
+    browser.get_log("performance")
+    browser.get(f"{server.origin}/{page}")
+    browser.execute_script("return document.readyState")
+    # MathJax and the explorers draw after load; wait for both to settle
+    browser.execute_async_script(
+        """const done = arguments[arguments.length - 1];
+        const ready = () => (!window.MathJax || !MathJax.startup || !MathJax.startup.promise)
+            ? Promise.resolve() : MathJax.startup.promise;
+        ready().then(() => setTimeout(done, 800)).catch(() => done());"""
+    )
+
+
+def _requests(browser) -> list[str]:
+    urls = []
+    for entry in browser.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message.get("method") == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls
+
+
+def _console_errors(browser) -> list[str]:
+    return [e["message"] for e in browser.get_log("browser")
+            if e["level"] == "SEVERE" and not any(p.search(e["message"]) for p in IGNORED_CONSOLE)]
+
+
+def test_every_page_stays_offline_and_logs_no_error(browser, server, html_dir):
+    problems = []
+    for page in _pages(html_dir):
+        _open(browser, server, page)
+        foreign = [u for u in _requests(browser) if not u.startswith((server.origin, "data:", "blob:", "about:"))]
+        errors = _console_errors(browser)
+        if foreign:
+            problems.append(f"{page}: requests to other hosts: {foreign[:3]}")
+        if errors:
+            problems.append(f"{page}: console errors: {errors[:3]}")
+    if server.missing:
+        problems.append(f"files asked for but missing: {sorted(set(server.missing))[:10]}")
+    assert not problems, "\n".join(problems)
+
+
+def test_formulas_are_typeset(browser, server, html_dir):
+    untypeset = []
+    for page in _pages(html_dir):
+        source = (html_dir / page).read_text(encoding="utf-8")
+        if 'class="math' not in source:
+            continue
+        _open(browser, server, page)
+        if not browser.find_elements("css selector", "mjx-container"):
+            untypeset.append(page)
+    assert not untypeset, f"formulas left as TeX on {untypeset}"
+
+
+_MOVE_CONTROL = """
+const input = arguments[0];
+if (input.tagName === 'SELECT') {
+  input.selectedIndex = (input.selectedIndex + 1) % input.options.length;
+} else if (input.type === 'range') {
+  input.value = (Number(input.value) === Number(input.max)) ? input.min : input.max;
+} else if (input.type === 'checkbox' || input.type === 'radio') {
+  if (input.type === 'radio') { input.checked = true; } else { input.checked = !input.checked; }
+}
+input.dispatchEvent(new Event('input', {bubbles: true}));
+input.dispatchEvent(new Event('change', {bubbles: true}));
+"""
+
+
+def _chart_state(explorer) -> str:
+    svg = explorer.find_elements("css selector", "svg")
+    return svg[0].get_attribute("innerHTML") if svg else ""
+
+
+def test_every_explorer_redraws_when_a_control_moves(browser, server, html_dir):
+    pages = [p for p in _pages(html_dir) if 'class="course-explorer"' in (html_dir / p).read_text(encoding="utf-8")]
+    if not pages:
+        pytest.skip("the book has no explorer")
+    problems = []
+    for page in pages:
+        _open(browser, server, page)
+        for n, explorer in enumerate(browser.find_elements("css selector", ".course-explorer")):
+            if not _chart_state(explorer):
+                problems.append(f"{page} explorer {n}: no chart drawn")
+                continue
+            controls = explorer.find_elements("css selector", "select, input")
+            radios_seen: set[str] = set()
+            for control in controls:
+                name = control.get_attribute("name") or ""
+                if control.get_attribute("type") == "radio":
+                    if name in radios_seen:
+                        continue
+                    radios_seen.add(name)
+                    group = [c for c in controls if c.get_attribute("name") == name]
+                    control = next((c for c in group if not c.is_selected()), group[0])
+                before = _chart_state(explorer)
+                browser.execute_script(_MOVE_CONTROL, control)
+                browser.execute_async_script("setTimeout(arguments[arguments.length - 1], 300)")
+                if _chart_state(explorer) == before:
+                    label = control.find_element("xpath", "..").text.strip()[:40]
+                    problems.append(f"{page} explorer {n}: moving control '{label or name}' did not redraw the chart")
+            if not controls:
+                problems.append(f"{page} explorer {n}: no controls")
+    assert not problems, "\n".join(problems)
+
+
+def test_pages_fit_a_phone_screen(browser, server, html_dir):
+    too_wide = []
+    for page in _pages(html_dir):
+        _open(browser, server, page, width=400)
+        inner = browser.execute_script("return window.innerWidth")
+        scroll = browser.execute_script("return document.documentElement.scrollWidth")
+        if scroll > inner + 1:
+            too_wide.append(f"{page}: {scroll} px wide in a {inner} px window")
+    assert not too_wide, "\n".join(too_wide)
