@@ -37,6 +37,7 @@ from typing import Any, Mapping, Sequence
 __all__ = ["Control", "heatmap_explorer", "bar_explorer", "line_explorer", "explorer_bundle", "show_explorer"]
 
 _KINDS = ("slider", "select", "radio", "checkbox")
+CHART_FONT = '"DejaVu Sans", "Noto Sans SC", sans-serif'  # like the matplotlib figures (viz.use_cjk_font)
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,8 @@ def _with_controls(chart, controls: Sequence[Control], captions: Sequence[Mappin
             .properties(width=width, height=16)
         )
         chart = alt.vconcat(line, chart, spacing=4)
-    return chart.add_params(*params).configure_view(stroke=None)
+    # Chinese labels: the book serves Noto Sans SC (book/_assets/course.css); elsewhere the system's font
+    return chart.add_params(*params).configure_view(stroke=None).configure(font=CHART_FONT)
 
 
 def heatmap_explorer(
@@ -236,6 +238,7 @@ def bar_explorer(
     controls: Sequence[Control],
     captions: Sequence[Mapping[str, Any]] | None = None,
     color: str | None = None,
+    colors: Mapping[str, str] | None = None,
     y_domain: tuple[float, float] | None = None,
     rule: float | None = None,
     x_title: str | None = None,
@@ -252,6 +255,8 @@ def bar_explorer(
         x, y: the field names of the bar's label and height.
         controls, captions: as in :func:`heatmap_explorer`.
         color: an optional field whose (categorical) value colours the bars.
+        colors: with ``color``, the colour of each of its values, e.g.
+            ``{"p < 0.5": "#d62728", "p >= 0.5": "#1f77b4"}``.
         y_domain: the y axis's (low, high); default: from the data.
         rule: draw a dotted horizontal line at this height (e.g. a uniform baseline).
         x_title, y_title: axis titles. width, height: pixels.
@@ -269,7 +274,8 @@ def bar_explorer(
         tooltip=[f"{x}:N", alt.Tooltip(f"{y}:Q", format=".3f")],
     )
     if color:
-        encoding["color"] = alt.Color(f"{color}:N", title=color)
+        scale = alt.Scale(domain=list(colors), range=list(colors.values())) if colors else alt.Scale()
+        encoding["color"] = alt.Color(f"{color}:N", title=color, scale=scale)
     chart = alt.Chart(alt.Data(values=list(records))).mark_bar().encode(**encoding)
     if rule is not None:
         line = alt.Chart(alt.Data(values=[{"y": rule}])).mark_rule(strokeDash=[2, 3], color="grey").encode(y="y:Q")
