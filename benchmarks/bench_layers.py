@@ -120,7 +120,7 @@ def build_models(c: BenchConfig) -> tuple[Transformer, TorchTransformer]:
     with torch.no_grad():
         ref.src_embedding.load_state_dict(course.encoder.embedding.state_dict())
         ref.tgt_embedding.load_state_dict(course.decoder.embedding.state_dict())
-        ref.generator.load_state_dict(course.generator.state_dict())
+        ref.generator.load_state_dict(course.output_projection.state_dict())
         for ours, theirs in zip(course.encoder.layers, ref.transformer.encoder.layers):
             _copy_attention(ours.self_attn, theirs.self_attn)
             _copy_common(ours, theirs, n_norms=2)

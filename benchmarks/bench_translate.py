@@ -113,7 +113,7 @@ def _evaluate(model: nn.Module, data, pairs, beam_size: int) -> dict:
 
 
 def main() -> None:
-    from course_lib.translate import Recipe, Translator, build_data, build_model, test_pairs, train_translator
+    from course_lib.translate import Recipe, Translator, build_data, build_model, held_out_pairs, train_translator
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budget-s", type=float, default=600.0, help="training wall-clock seconds per model")
@@ -134,7 +134,7 @@ def main() -> None:
     if args.eval_only:
         tr = Translator.from_checkpoint(args.checkpoint)
         recipe = tr.recipe
-        pairs = test_pairs(recipe.data, tr.src_tokenizer, tr.tgt_tokenizer)
+        pairs = held_out_pairs(recipe.data, tr.src_tokenizer, tr.tgt_tokenizer)
         print(f"checkpoint {args.checkpoint}: step {tr.checkpoint['step']}, "
               f"{sum(p.numel() for p in tr.model.parameters())} parameters")
         print(f"test pairs: {len(pairs)} (length filter: English <= {recipe.data.max_src_len} and Chinese <= "

@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._validate import check_input_dtype
 from .masks import check_mask
+from .validation import check_float_input, check_hidden_states, check_probability
 
 __all__ = ["scaled_dot_product_attention", "MultiHeadAttention", "KVCache"]
 
@@ -137,8 +137,8 @@ class MultiHeadAttention(nn.Module):
     Args:
         d_model: model width.
         n_heads: number of heads; must divide ``d_model``.
-        dropout: dropout on the attention weights (paper: the same rate as
-            elsewhere; PyTorch's layers apply it here too).
+        dropout_p: dropout probability on the attention weights (paper: the
+            same rate as elsewhere; PyTorch's layers apply it here too).
         bias: whether the projections have biases.
         fused_qkv: use one ``(3 d_model, d_model)`` projection for Q, K and V
             (one matmul for self-attention). Gives exactly the results of three
@@ -169,17 +169,9 @@ class MultiHeadAttention(nn.Module):
     Source: Vaswani et al. (2017), section 3.2.2 and figure 2.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        dropout: float = 0.0,
-        bias: bool = True,
-        fused_qkv: bool = False,
-    ) -> None:
+    def __init__(self, d_model: int, n_heads: int, dropout_p: float = 0.0, bias: bool = True, fused_qkv: bool = False) -> None:
         super().__init__()
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1); got {dropout}")
+        check_probability(dropout_p, "dropout_p")
         if n_heads < 1 or d_model < 1 or d_model % n_heads != 0:
             raise ValueError(
                 f"d_model={d_model} must be a positive multiple of n_heads={n_heads} "
@@ -188,7 +180,7 @@ class MultiHeadAttention(nn.Module):
         self.d_model = d_model
         self.n_heads = n_heads
         self.d_k = d_model // n_heads
-        self.dropout = dropout
+        self.dropout_p = dropout_p
         self.fused_qkv = fused_qkv
         if fused_qkv:
             self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
@@ -213,14 +205,59 @@ class MultiHeadAttention(nn.Module):
         return [self.q_proj, self.k_proj, self.v_proj, self.out_proj]
 
     # -- projections -------------------------------------------------------
-    def _project(self, x: Tensor, which: int) -> Tensor:
-        """Project with W_Q (which=0), W_K (1) or W_V (2)."""
+    def project(self, x: Tensor, which: int) -> Tensor:
+        """Project ``x`` ``(batch, seq_len, d_model)`` with W_Q (``which=0``), W_K (1) or W_V (2).
+
+        With ``fused_qkv`` the rows of the fused weight that belong to that
+        projection are used.
+        """
         if self.fused_qkv:
             d = self.d_model
             w = self.qkv_proj.weight[which * d : (which + 1) * d]
             b = None if self.qkv_proj.bias is None else self.qkv_proj.bias[which * d : (which + 1) * d]
             return F.linear(x, w, b)
         return (self.q_proj, self.k_proj, self.v_proj)[which](x)
+
+    def project_qkv(
+        self, query: Tensor, key: Tensor | None = None, value: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """``(query W_Q, key W_K, value W_V)``, each ``(batch, len, d_model)`` (heads not split yet).
+
+        ``key`` defaults to ``query`` and ``value`` to ``key``. With
+        ``fused_qkv`` and self-attention (``key`` and ``value`` omitted) the
+        three projections are one matrix product with the ``(3 d_model,
+        d_model)`` weight, chunked into three.
+        """
+        if self.fused_qkv and key is None and value is None:
+            q, k, v = self.qkv_proj(query).chunk(3, dim=-1)
+            return q, k, v
+        key = query if key is None else key
+        value = key if value is None else value
+        return self.project(query, 0), self.project(key, 1), self.project(value, 2)
+
+    def project_with_cache(
+        self, query: Tensor, key: Tensor | None, value: Tensor | None, cache: KVCache
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Queries, keys and values split into heads, ``(batch, n_heads, len, d_k)``, using ``cache``.
+
+        * ``cache.static`` (cross-attention over the encoder memory): the keys
+          and values are projected on the first call, stored, and reused
+          afterwards (``key``/``value`` are then ignored); only the queries
+          are projected.
+        * otherwise (decoder self-attention): the keys and values of the new
+          positions are appended to the cached ones along the length axis,
+          so the queries attend to every position decoded so far.
+
+        Source: chapter 10 (incremental decoding).
+        """
+        if cache.static and cache.key is not None:
+            return self.split_heads(self.project(query, 0)), cache.key, cache.value
+        q, k, v = (self.split_heads(t) for t in self.project_qkv(query, key, value))
+        if not cache.static and cache.key is not None:
+            k = torch.cat([cache.key, k], dim=2)
+            v = torch.cat([cache.value, v], dim=2)
+        cache.key, cache.value = k, v
+        return q, k, v
 
     def split_heads(self, x: Tensor) -> Tensor:
         """``(batch, seq_len, d_model)`` -> ``(batch, n_heads, seq_len, d_k)``.
@@ -238,6 +275,27 @@ class MultiHeadAttention(nn.Module):
         return x.transpose(1, 2).contiguous().view(batch, seq_len, self.d_model)
 
     # -- forward -------------------------------------------------------------
+    def check_inputs(self, query: Tensor, key: Tensor | None = None, value: Tensor | None = None) -> None:
+        """Raise for inputs :meth:`forward` cannot take, naming ``query``, ``key`` or ``value``.
+
+        Raises:
+            ValueError: a shape other than ``(batch, seq_len, d_model)``,
+                mismatched batch sizes, or keys and values of different lengths.
+            TypeError: an input that is not floating point, or whose dtype
+                differs from the weights' outside ``torch.autocast``.
+        """
+        key = query if key is None else key
+        value = key if value is None else value
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            check_hidden_states(t, name, self.d_model)
+        if not (query.size(0) == key.size(0) == value.size(0)):
+            raise ValueError(f"batch sizes differ: query {query.size(0)}, key {key.size(0)}, value {value.size(0)}")
+        if key.size(1) != value.size(1):
+            raise ValueError(f"key and value must have the same length; got {key.size(1)} and {value.size(1)}")
+        weight = self.qkv_proj.weight if self.fused_qkv else self.q_proj.weight
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            check_float_input(t, weight, name, "MultiHeadAttention")
+
     def forward(
         self,
         query: Tensor,
@@ -258,57 +316,28 @@ class MultiHeadAttention(nn.Module):
                 ``(batch, n_heads, q_len, k_len)`` (with a cache, ``k_len``
                 counts the cached positions too).
             need_weights: also return the per-head weights.
-            cache: optional :class:`KVCache` (see the class docstring).
+            cache: optional :class:`KVCache` (:meth:`project_with_cache`, chapter 10).
 
         Returns:
             ``(output, weights)``: ``(batch, q_len, d_model)`` and
             ``(batch, n_heads, q_len, k_len)`` or ``None``.
 
         Raises:
-            ValueError: wrong last dimension, mismatched batch sizes or
-                key/value lengths, or a mask that does not broadcast.
-            TypeError: a mask that is not ``torch.bool``; a query, key or
-                value that is not floating point, or whose dtype differs
-                from the weights' outside ``torch.autocast``.
+            ValueError/TypeError: see :meth:`check_inputs`; a mask that does
+                not broadcast or is not ``torch.bool``.
         """
-        self_attention = key is None and value is None
-        key = query if key is None else key
-        value = key if value is None else value
-        for name, t in (("query", query), ("key", key), ("value", value)):
-            if t.dim() != 3 or t.size(-1) != self.d_model:
-                raise ValueError(f"{name} must have shape (batch, seq_len, {self.d_model}); got {tuple(t.shape)}")
-        if not (query.size(0) == key.size(0) == value.size(0)):
-            raise ValueError(
-                f"batch sizes differ: query {query.size(0)}, key {key.size(0)}, value {value.size(0)}"
-            )
-        if key.size(1) != value.size(1):
-            raise ValueError(f"key and value must have the same length; got {key.size(1)} and {value.size(1)}")
-        weight = self.qkv_proj.weight if self.fused_qkv else self.q_proj.weight
-        for name, t in (("query", query), ("key", key), ("value", value)):
-            check_input_dtype(t, weight, name, "MultiHeadAttention")
-
-        if cache is not None and cache.static and cache.key is not None:
-            q = self.split_heads(self._project(query, 0))
-            k, v = cache.key, cache.value
-        else:
-            if self.fused_qkv and self_attention:
-                q_flat, k_flat, v_flat = self.qkv_proj(query).chunk(3, dim=-1)
-            else:
-                q_flat = self._project(query, 0)
-                k_flat, v_flat = self._project(key, 1), self._project(value, 2)
-            q, k, v = self.split_heads(q_flat), self.split_heads(k_flat), self.split_heads(v_flat)
-            if cache is not None:
-                if not cache.static and cache.key is not None:
-                    k = torch.cat([cache.key, k], dim=2)
-                    v = torch.cat([cache.value, v], dim=2)
-                cache.key, cache.value = k, v
-
-        out, weights = scaled_dot_product_attention(
-            q, k, v, mask=mask, dropout_p=self.dropout if self.training else 0.0
-        )
+        self.check_inputs(query, key, value)
+        if cache is None:
+            q, k, v = self.project_qkv(query, key, value)  # each (batch, len, d_model)
+            q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # (batch, n_heads, len, d_k)
+        else:  # incremental decoding (chapter 10)
+            q, k, v = self.project_with_cache(query, key, value, cache)
+        dropout_p = self.dropout_p if self.training else 0.0
+        out, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout_p)
         if self.record_weights:
             self.last_weights = weights.detach()
-        return self.out_proj(self.merge_heads(out)), (weights if need_weights else None)
+        output = self.out_proj(self.merge_heads(out))  # (batch, q_len, d_model)
+        return output, (weights if need_weights else None)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, fused_qkv={self.fused_qkv}"

@@ -67,7 +67,8 @@ from .grading.extract import code_cell_numbers, rename_cells
 
 __all__ = ["clone_root", "repository_root", "load_cases", "resolve_chapters", "default_notebooks", "split_targets",
            "run_checks", "format_report", "drawn_case_ids",
-           "code_cell_numbers", "rename_cells", "static_warnings", "copy_warnings", "main"]
+           "code_cell_numbers", "rename_cells", "static_warnings", "copy_warnings", "main", "usage_error",
+           "CaseResult", "CheckRun"]
 
 CASES_MODULE = "course_exercise_cases"
 #: seconds the whole run may take, per chapter checked (the run is killed after that)
@@ -480,6 +481,12 @@ def format_report(run: CheckRun, exercises: dict[str, str], max_messages: int = 
     return "\n".join(lines)
 
 
+def usage_error(message: str) -> int:
+    """Print ``error: message`` on stderr; return the exit code of a usage error (2)."""
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m course_lib.check``; returns the exit code (0, or 2 for a usage error)."""
     parser = argparse.ArgumentParser(
@@ -511,35 +518,30 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"name one folder of notebooks, not {len(named)}: {', '.join(map(repr, named))}")
     except (ValueError, FileNotFoundError) as exc:
         parser.print_usage(sys.stderr)
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return usage_error(str(exc))
     if args.notebooks or folders:
         given = args.notebooks or folders[0]
         notebooks = Path(given).resolve()
         if not notebooks.is_dir():
-            print(f"error: --notebooks {given!r} is not a folder", file=sys.stderr)
-            return 2
+            return usage_error(f"--notebooks {given!r} is not a folder")
     else:
         notebooks = default_notebooks(Path.cwd(), clone_root(), cases.NOTEBOOKS)
         if notebooks is None:
             parser.print_usage(sys.stderr)
-            print(f"error: no exercise notebooks ({', '.join(list(cases.NOTEBOOKS.values())[:2])}, ...) in the current "
-                  f"folder, and this is not a clone of the course: name the folder that holds your notebooks, e.g. "
-                  f"course-check my_notebooks/ (or --notebooks DIR)", file=sys.stderr)
-            return 2
+            return usage_error(f"no exercise notebooks ({', '.join(list(cases.NOTEBOOKS.values())[:2])}, ...) in the "
+                               f"current folder, and this is not a clone of the course: name the folder that holds "
+                               f"your notebooks, e.g. course-check my_notebooks/ (or --notebooks DIR)")
         given = str(notebooks)
     wanted = [cases.NOTEBOOKS[c] for c in (chapters or list(cases.NOTEBOOKS))]
     if not any((notebooks / name).is_file() for name in wanted):
         if not any((notebooks / name).is_file() for name in cases.NOTEBOOKS.values()):
             others = sorted(p.name for p in notebooks.glob("*.ipynb"))
             held = f" (it holds {', '.join(others[:3])}{', ...' if len(others) > 3 else ''})" if others else ""
-            print(f"error: no exercise notebooks (NN_*.ipynb) in {given}{held}: name the folder that holds your "
-                  f"notebooks, saved under their original names (e.g. {wanted[0]})", file=sys.stderr)
-        else:
-            print(f"error: {given} holds no notebook of chapter{'s' if len(chapters) > 1 else ''} "
-                  f"{', '.join(chapters)} ({', '.join(wanted)}): save your notebook there under its original name, "
-                  f"or name the folder that holds it", file=sys.stderr)
-        return 2
+            return usage_error(f"no exercise notebooks (NN_*.ipynb) in {given}{held}: name the folder that holds "
+                               f"your notebooks, saved under their original names (e.g. {wanted[0]})")
+        return usage_error(f"{given} holds no notebook of chapter{'s' if len(chapters) > 1 else ''} "
+                           f"{', '.join(chapters)} ({', '.join(wanted)}): save your notebook there under its original "
+                           f"name, or name the folder that holds it")
     warnings = copy_warnings(chapter_args, chapters, notebooks, cases)
     if warnings:  # before the (slow) run, so that a student checking the wrong file sees it at once
         for line in warnings:

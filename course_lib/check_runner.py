@@ -107,11 +107,11 @@ class NotebookLoader:
 
 def _cell_lines(notebook: Path) -> list[tuple[int, int]] | None:
     """Per line of the extracted source: ``(code cell number, line in that cell)``, or None when unknown."""
-    try:  # private helpers of the extractor: fall back to the raw line numbers if they change
-        from course_lib.grading.extract import _assemble, _extract, code_cell_numbers
+    try:  # any failure: fall back to the raw line numbers
+        from course_lib.grading.extract import assemble_source, extract_chunks, code_cell_numbers
 
-        path, futures, chunks = _extract(notebook)
-        where = _assemble(path, futures, chunks)[1]
+        path, futures, chunks = extract_chunks(notebook)
+        where = assemble_source(path, futures, chunks)[1]
         numbers = code_cell_numbers(notebook)
         return [(numbers.get(cell, 0), line) if cell else (0, 0) for cell, line in where]
     except Exception:  # noqa: BLE001

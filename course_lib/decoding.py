@@ -1,13 +1,17 @@
 """Generating translations with a trained encoder-decoder (chapter 10).
 
-* :func:`greedy_decode` - the most likely next token, one at a time.
-* :func:`beam_search` - keep the ``beam_size`` best partial translations,
+* :class:`GenerationConfig` - every decoding setting in one record, checked
+  once when it is built.
+* :func:`generate` - one token per step: greedy decoding (the argmax) or,
+  with ``do_sample=True``, sampling (temperature, top-k, top-p).
+* :func:`beam_generate` - keep the ``beam_size`` best partial translations,
   with a length penalty; finished hypotheses are kept until no open one can
   beat them.
-* :func:`sample` - draw the next token (temperature, top-k, top-p).
+* :func:`greedy_decode`, :func:`sample`, :func:`beam_search` - the same with
+  keyword arguments (they build the :class:`GenerationConfig`).
 * :func:`apply_repetition_penalty`, :func:`block_repeated_ngrams`,
   :func:`top_k_filter`, :func:`top_p_filter` - the logit transformations
-  used by the decoders.
+  used by the decoders (:func:`constrain_logits`, :func:`choose_next_token`).
 
 **Special tokens.** No decoder ever generates ``<pad>`` or ``<bos>``:
 every step sets their logits (beam search: their log-probabilities) to
@@ -29,7 +33,8 @@ the newest token (``model.new_cache()`` + ``model.decode(..., cache=cache)``).
 to float rounding; slower).
 
 The model must provide ``encode(src, src_mask) -> memory`` and
-``decode(tgt, memory, src_mask, tgt_mask=None[, cache]) -> logits``, like
+``decode(tgt, memory, memory_mask[, cache=...]) -> logits`` (the mask passed
+positionally), like
 :class:`course_lib.model.Transformer`; ``new_cache()`` is needed only with
 ``use_cache=True``.
 
@@ -44,12 +49,20 @@ Mask convention (see :mod:`course_lib.masks`): bool, ``True`` = may attend;
 from __future__ import annotations
 
 import contextlib
-from typing import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
+from .validation import as_int, check_choice, check_number, check_token_ids, model_setting
+
 __all__ = [
+    "GenerationConfig",
+    "generate",
+    "beam_generate",
+    "next_tokens",
+    "constrain_logits",
+    "FinishedHypotheses",
     "apply_repetition_penalty",
     "block_repeated_ngrams",
     "top_k_filter",
@@ -94,11 +107,7 @@ def apply_repetition_penalty(
     """
     if not penalty > 0:
         raise ValueError(f"penalty must be > 0; got {penalty}")
-    if logits.dim() != 2 or generated.dim() != 2 or generated.size(0) != logits.size(0):
-        raise ValueError(
-            f"logits must be (batch, V) and generated (batch, t) with the same batch; got "
-            f"{tuple(logits.shape)} and {tuple(generated.shape)}"
-        )
+    check_logits_and_generated(logits, generated)
     if penalty == 1.0 or generated.size(1) == 0:
         return logits.clone()
     seen = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, generated.long(), True)
@@ -137,12 +146,8 @@ def block_repeated_ngrams(logits: Tensor, generated: Tensor, ngram_size: int) ->
     Source: Paulus et al. (2018), "A Deep Reinforced Model for Abstractive
     Summarization", section 2.5 (trigram blocking in beam search); chapter 10.
     """
-    ngram_size = _as_ngram_size(ngram_size, "ngram_size")
-    if logits.dim() != 2 or generated.dim() != 2 or generated.size(0) != logits.size(0):
-        raise ValueError(
-            f"logits must be (batch, V) and generated (batch, t) with the same batch; got "
-            f"{tuple(logits.shape)} and {tuple(generated.shape)}"
-        )
+    ngram_size = as_int(ngram_size, "ngram_size", 0, hint=" (0 = off)")
+    check_logits_and_generated(logits, generated)
     n = ngram_size
     if n == 0 or generated.size(1) < n:
         return logits.clone()
@@ -306,17 +311,133 @@ def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
 
 
 # --------------------------------------------------------------------------
-# Shared helpers
+# One generation configuration
 # --------------------------------------------------------------------------
-def _check_src(src: Tensor) -> None:
-    if not isinstance(src, Tensor) or src.dim() != 2:
-        shape = tuple(src.shape) if isinstance(src, Tensor) else type(src).__name__
-        raise ValueError(f"src must be token ids of shape (batch, src_len); got {shape}")
-    if src.dtype.is_floating_point or src.dtype == torch.bool:
-        raise ValueError(f"src must be an integer tensor; got dtype {src.dtype}")
+@dataclass(frozen=True)
+class GenerationConfig:
+    """How to generate: one record shared by every decoder, :class:`course_lib.translate.Translator` and the CLI.
+
+    Checked once, when it is built (``__post_init__``); a bad value raises
+    ``ValueError`` naming the field.
+
+    Attributes:
+        max_len: most tokens to generate; ``None`` = ``src_len + 50`` (the
+            paper), capped by the model's ``config.max_len - 1``.
+        bos_id, eos_id, pad_id: special ids (course default 1, 2, 0);
+            ``eos_id=None`` never stops early. ``<pad>`` and ``<bos>`` are
+            never generated (:func:`forbid_special_tokens`); ``pad_id`` only
+            fills the output after ``<eos>``.
+        use_cache: KV-cached incremental decoding (``True``), recompute the
+            whole prefix each step (``False``), or ``None``: the cache whenever
+            the model has ``new_cache()``.
+        repetition_penalty: ``> 0``, 1.0 = off (:func:`apply_repetition_penalty`).
+        no_repeat_ngram_size: ``>= 0``, 0 = off (:func:`block_repeated_ngrams`).
+        do_sample: draw each next token (:func:`choose_next_token`) instead of the argmax.
+        temperature, top_k, top_p: sampling only (``>= 0``; ``None``/0 = off;
+            in ``(0, 1]``, ``None``/1 = off).
+        beam_size: 1 = one token per step (:func:`generate`); more = beam
+            search (:func:`beam_generate`), with neither sampling nor a
+            repetition penalty.
+        length_penalty_alpha: beam search only: ``alpha`` of :func:`length_penalty`.
+
+    Source: chapter 10.
+    """
+
+    max_len: int | None = None
+    bos_id: int = 1
+    eos_id: int | None = 2
+    pad_id: int = 0
+    use_cache: bool | None = None
+    repetition_penalty: float = 1.0
+    no_repeat_ngram_size: int = 0
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    beam_size: int = 1
+    length_penalty_alpha: float = 0.6
+
+    def __post_init__(self) -> None:
+        ints = {"bos_id": (self.bos_id, 0, ""), "pad_id": (self.pad_id, 0, ""), "eos_id": (self.eos_id, 0, ""),
+                "max_len": (self.max_len, 1, ""), "top_k": (self.top_k, 0, " (0 or None = off)"),
+                "no_repeat_ngram_size": (self.no_repeat_ngram_size, 0, " (0 = off)")}
+        for name, (value, low, hint) in ints.items():
+            if value is not None:  # NumPy and torch integers become Python ints
+                object.__setattr__(self, name, as_int(value, name, low, hint=hint))
+        check_choice(self.use_cache, "use_cache", (None, True, False))
+        check_choice(self.do_sample, "do_sample", (True, False))
+        check_number(self.repetition_penalty, "repetition_penalty", low=0, low_inclusive=False)
+        check_number(self.length_penalty_alpha, "length_penalty_alpha")
+        if not self.temperature >= 0:  # also rejects NaN
+            raise ValueError(f"temperature must be >= 0 (0 = argmax); got {self.temperature}")
+        if self.top_p is not None and not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1]; got {self.top_p}")
+        if isinstance(self.beam_size, bool) or not isinstance(self.beam_size, int) or self.beam_size < 1:
+            raise ValueError(f"beam_size must be >= 1 (an int; 1 = greedy or sampling); got {self.beam_size!r}")
+        self._check_combination()
+
+    def _check_combination(self) -> None:
+        if self.beam_size > 1 and self.do_sample:
+            raise ValueError(f"choose beam search (beam_size={self.beam_size}) or sampling (do_sample=True), not both")
+        if self.beam_size > 1 and self.repetition_penalty != 1.0:
+            raise ValueError(
+                f"repetition_penalty={self.repetition_penalty} needs greedy decoding or sampling (beam_size=1); "
+                f"beam search here has no repetition penalty"
+            )
+        if not self.do_sample:
+            given = [name for name, value in (("temperature", None if self.temperature == 1.0 else self.temperature),
+                                              ("top_k", self.top_k), ("top_p", self.top_p)) if value is not None]
+            if given:
+                verb = "applies" if len(given) == 1 else "apply"
+                raise ValueError(f"{', '.join(given)} only {verb} when sampling: pass do_sample=True")
 
 
-def _source_mask(model: nn.Module, src: Tensor, src_mask: Tensor | None, pad_id: int | None) -> Tensor | None:
+# --------------------------------------------------------------------------
+# The pieces of a generation loop
+# --------------------------------------------------------------------------
+NEG_INF = float("-inf")
+
+
+def check_logits_and_generated(logits: Tensor, generated: Tensor) -> None:
+    """Raise ``ValueError`` unless ``logits`` is ``(batch, V)`` and ``generated`` ``(batch, t)``."""
+    if logits.dim() != 2 or generated.dim() != 2 or generated.size(0) != logits.size(0):
+        raise ValueError(
+            f"logits must be (batch, V) and generated (batch, t) with the same batch; got "
+            f"{tuple(logits.shape)} and {tuple(generated.shape)}"
+        )
+
+
+def max_new_tokens(model: nn.Module, src_len: int, max_len: int | None) -> int:
+    """How many tokens to generate: ``max_len``, else ``src_len + 50`` (the paper, section 6.1).
+
+    A model with ``config.max_len`` positions can take ``config.max_len - 1``
+    generated tokens after ``<bos>``: the default is capped there and a larger
+    ``max_len`` raises ``ValueError``. A model without ``config.max_len``
+    (:func:`course_lib.validation.model_setting` gives ``None``) has no limit.
+    """
+    limit = model_setting(model, "max_len")
+    if max_len is not None:
+        if limit is not None and max_len > limit - 1:
+            raise ValueError(f"max_len={max_len} needs {max_len + 1} positions but the model has max_len={limit}")
+        return max_len
+    n = src_len + 50
+    return min(n, limit - 1) if limit is not None else n
+
+
+@contextlib.contextmanager
+def eval_mode(model: nn.Module):
+    """Within the block: ``model.eval()`` and ``torch.no_grad()``; the training mode is restored after."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(was_training)
+
+
+def source_mask_for(model: nn.Module, src: Tensor, src_mask: Tensor | None, pad_id: int | None) -> Tensor | None:
+    """``src_mask`` if given, else ``model.source_mask(src)``, else the padding mask of ``pad_id`` (or ``None``)."""
     if src_mask is not None:
         return src_mask
     if hasattr(model, "source_mask"):
@@ -328,32 +449,8 @@ def _source_mask(model: nn.Module, src: Tensor, src_mask: Tensor | None, pad_id:
     return padding_mask(src, pad_id)
 
 
-def _default_max_len(model: nn.Module, src: Tensor, max_len: int | None) -> int:
-    if max_len is not None:
-        if max_len < 1:
-            raise ValueError(f"max_len must be >= 1; got {max_len}")
-        limit = getattr(getattr(model, "config", None), "max_len", None)
-        if limit is not None and max_len > limit - 1:
-            raise ValueError(f"max_len={max_len} needs {max_len + 1} positions but the model has max_len={limit}")
-        return max_len
-    # The paper: "maximum output length to input length + 50" (section 6.1).
-    n = src.size(1) + 50
-    limit = getattr(getattr(model, "config", None), "max_len", None)
-    return min(n, limit - 1) if limit is not None else n
-
-
-@contextlib.contextmanager
-def _eval_mode(model: nn.Module):
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            yield
-    finally:
-        model.train(was_training)
-
-
-def _new_cache(model: nn.Module, use_cache: bool | None):
+def open_cache(model: nn.Module, use_cache: bool | None):
+    """``model.new_cache()``, or ``None`` (recompute the prefix) with ``use_cache=False`` or a model without one."""
     if use_cache is False:
         return None
     if not hasattr(model, "new_cache"):
@@ -363,142 +460,275 @@ def _new_cache(model: nn.Module, use_cache: bool | None):
     return model.new_cache()
 
 
-def _step_logits(model, ys: Tensor, memory: Tensor, src_mask: Tensor | None, cache) -> Tensor:
-    """Logits ``(rows, V)`` for the next position, given the prefixes ``ys`` (with ``<bos>``)."""
+def next_token_logits(model: nn.Module, ys: Tensor, memory: Tensor, memory_mask: Tensor | None, cache) -> Tensor:
+    """Float32 logits ``(rows, V)`` for the next position of the prefixes ``ys`` ``(rows, t)`` (with ``<bos>``).
+
+    ``memory`` ``(rows, src_len, d_model)``; ``memory_mask`` the source mask.
+    With a cache only the newest token is fed (the cache holds the rest).
+    """
     if cache is not None:
-        return model.decode(ys[:, -1:], memory, src_mask, cache=cache)[:, -1]
-    return model.decode(ys, memory, src_mask)[:, -1]
+        return model.decode(ys[:, -1:], memory, memory_mask, cache=cache)[:, -1].float()
+    return model.decode(ys, memory, memory_mask)[:, -1].float()
 
 
-def _as_ngram_size(n: int, name: str) -> int:
-    """``n`` as a Python int >= 0 (NumPy and torch integers accepted), else ``ValueError`` naming ``name``."""
-    import operator
+def constrain_logits(logits: Tensor, generated: Tensor, config: GenerationConfig) -> Tensor:
+    """The rules of ``config`` applied to next-token logits (or log-probabilities) ``(rows, V)``.
 
-    try:
-        value = operator.index(n)
-    except TypeError:
-        value = None
-    if isinstance(n, bool) or value is None or value < 0:
-        raise ValueError(f"{name} must be an int >= 0 (0 = off); got {n!r}")
-    return value
-
-
-def _check_ngram_size(n: int) -> int:
-    return _as_ngram_size(n, "no_repeat_ngram_size")
-
-
-def _select_rows(mask: Tensor | None, rows: Tensor) -> Tensor | None:
-    if mask is None or mask.size(0) == 1:
-        return mask
-    return mask.index_select(0, rows)
+    In this order: :func:`forbid_special_tokens`, :func:`apply_repetition_penalty`
+    (when ``config.repetition_penalty != 1``), :func:`block_repeated_ngrams`
+    (when ``config.no_repeat_ngram_size``); ``generated`` ``(rows, t)`` holds
+    the tokens so far, without ``<bos>``.
+    """
+    logits = forbid_special_tokens(logits, config.pad_id, config.bos_id, config.eos_id)  # never <pad>/<bos>
+    if config.repetition_penalty != 1.0:
+        logits = apply_repetition_penalty(
+            logits, generated, config.repetition_penalty, ignore_ids=(config.pad_id, config.bos_id)
+        )
+    if config.no_repeat_ngram_size:
+        logits = block_repeated_ngrams(logits, generated, config.no_repeat_ngram_size)
+    return logits
 
 
-def _generate(
-    model: nn.Module,
-    src: Tensor,
-    choose: Callable[[Tensor], Tensor],
-    max_len: int | None,
-    bos_id: int,
-    eos_id: int | None,
-    pad_id: int,
-    src_mask: Tensor | None,
-    use_cache: bool | None,
-    repetition_penalty: float,
-    return_logits: bool,
-    no_repeat_ngram_size: int = 0,
-) -> Tensor | tuple[Tensor, Tensor]:
-    _check_src(src)
-    no_repeat_ngram_size = _check_ngram_size(no_repeat_ngram_size)
-    n_new = _default_max_len(model, src, max_len)
-    batch = src.size(0)
-    device = src.device
-    with _eval_mode(model):
-        src_mask = _source_mask(model, src, src_mask, pad_id)
-        memory = model.encode(src, src_mask)
-        cache = _new_cache(model, use_cache)
-        out = torch.full((batch, n_new), pad_id, dtype=torch.long, device=device)
-        all_logits = [] if return_logits else None
-        alive = torch.arange(batch, device=device)  # original rows still generating
-        ys = torch.full((batch, 1), bos_id, dtype=torch.long, device=device)  # prefixes of alive rows
-        mem, mask = memory, src_mask
-        steps = 0
-        for t in range(n_new):
-            logits = _step_logits(model, ys, mem, mask, cache).float()
-            if all_logits is not None:
-                full = logits.new_zeros(batch, logits.size(-1))
-                full[alive] = logits
-                all_logits.append(full)
-            logits = forbid_special_tokens(logits, pad_id, bos_id, eos_id)  # never <pad>/<bos>
-            if repetition_penalty != 1.0:
-                logits = apply_repetition_penalty(logits, ys[:, 1:], repetition_penalty, ignore_ids=(pad_id, bos_id))
-            if no_repeat_ngram_size:
-                logits = block_repeated_ngrams(logits, ys[:, 1:], no_repeat_ngram_size)
-            token = choose(logits)
-            out[alive, t] = token
-            ys = torch.cat([ys, token[:, None]], dim=1)
-            steps = t + 1
-            if eos_id is None:
-                continue
-            running = token != eos_id
-            if not bool(running.all()):
-                if not bool(running.any()):
-                    break
-                keep = running.nonzero().squeeze(-1)
-                alive, ys, mem = alive[keep], ys[keep], mem[keep]
-                mask = _select_rows(mask, keep)
-                if cache is not None:
-                    cache.reorder(keep)
-        out = out[:, :steps]
-        if all_logits is not None:
-            return out, torch.stack(all_logits, dim=1)
+def next_tokens(logits: Tensor, generated: Tensor, config: GenerationConfig, generator: torch.Generator | None = None) -> Tensor:
+    """One token per row, ``(rows,)`` long: :func:`constrain_logits`, then the argmax or a draw.
+
+    With ``config.do_sample`` the draw is :func:`choose_next_token` (temperature,
+    top-k, top-p) using ``generator``; otherwise the argmax (greedy decoding).
+    """
+    logits = constrain_logits(logits, generated, config)
+    if not config.do_sample:
+        return logits.argmax(dim=-1)
+    return choose_next_token(logits, config.temperature, config.top_k, config.top_p, generator)
+
+
+def still_running(tokens: Tensor, eos_id: int | None) -> Tensor:
+    """Bool ``(rows,)``: ``True`` where the newest token is not ``<eos>`` (every row with ``eos_id=None``)."""
+    if eos_id is None:
+        return torch.ones_like(tokens, dtype=torch.bool)
+    return tokens != eos_id
+
+
+def select_rows(x: Tensor | None, rows: Tensor) -> Tensor | None:
+    """``x.index_select(0, rows)``; ``None`` and a batch of 1 (a broadcast mask) are returned unchanged."""
+    if x is None or x.size(0) == 1:
+        return x
+    return x.index_select(0, rows)
+
+
+def keep_rows(running: Tensor, cache, *tensors: Tensor | None) -> tuple[Tensor | None, ...]:
+    """Drop the finished rows: ``running`` ``(rows,)`` bool; each tensor (and the cache) keeps its running rows."""
+    keep = running.nonzero().squeeze(-1)
+    if cache is not None:
+        cache.reorder(keep)
+    return tuple(select_rows(x, keep) for x in tensors)
+
+
+class FinishedHypotheses:
+    """Beam search bookkeeping: the best finished hypothesis of each source sentence so far.
+
+    ``score`` is float32 ``(batch,)`` (``-inf`` while none finished); the
+    tokens (without ``<bos>``) are kept per sentence.
+    """
+
+    def __init__(self, batch: int, device: torch.device) -> None:
+        self.score = torch.full((batch,), NEG_INF, device=device)
+        self.tokens: list[Tensor | None] = [None] * batch
+
+    def add(self, scores: Tensor, finishing: Tensor, ys: Tensor) -> None:
+        """Keep, per sentence, its best finishing candidate if that beats the best so far.
+
+        ``scores`` ``(batch, k)`` length-normalised, ``finishing`` ``(batch, k)``
+        bool, ``ys`` ``(batch * k, 1 + t)`` the candidates' prefixes.
+        """
+        if not bool(finishing.any()):
+            return
+        k = scores.size(1)
+        cand_best, cand_slot = scores.masked_fill(~finishing, NEG_INF).max(dim=-1)
+        for b in (cand_best > self.score).nonzero().squeeze(-1).tolist():
+            self.score[b] = cand_best[b]
+            self.tokens[b] = ys[b * k + int(cand_slot[b]), 1:].clone()
+
+    def padded(self, pad_id: int) -> Tensor:
+        """The best hypotheses as ids ``(batch, out_len)``, padded with ``pad_id``."""
+        out_len = max((int(x.numel()) for x in self.tokens if x is not None), default=0)
+        out = torch.full((len(self.tokens), out_len), pad_id, dtype=torch.long, device=self.score.device)
+        for b, toks in enumerate(self.tokens):
+            if toks is not None:
+                out[b, : toks.numel()] = toks
         return out
 
 
+def repeat_for_beams(memory: Tensor, src_mask: Tensor | None, k: int) -> tuple[Tensor, Tensor | None]:
+    """Each sentence's memory (and mask) ``k`` times in a row: batch ``b`` becomes rows ``b * k ... b * k + k - 1``."""
+    rows = torch.arange(memory.size(0), device=memory.device).repeat_interleave(k)  # (batch * k,)
+    return memory.index_select(0, rows), select_rows(src_mask, rows)
+
+
+def search_is_over(open_logp: Tensor, best_score: Tensor, t: int, n_new: int, alpha: float) -> Tensor:
+    """Bool ``(batch,)``: no open hypothesis left, or the best open one can no longer win.
+
+    Log-probabilities only decrease, so an open hypothesis with ``log p = s``
+    can at best score ``s / lp(n_new)`` (``alpha >= 0``; ``s / lp(t + 1)``
+    for ``alpha < 0``). ``open_logp`` ``(batch, k)``, ``-inf`` = closed.
+    """
+    open_best = open_logp.max(dim=-1).values
+    bound = open_best / length_penalty(n_new if alpha >= 0 else t + 1, alpha)
+    return (open_best == NEG_INF) | (best_score >= bound)
+
+
 # --------------------------------------------------------------------------
-# Decoders
+# Generation
 # --------------------------------------------------------------------------
-def greedy_decode(
+def generate(
     model: nn.Module,
     src: Tensor,
-    max_len: int | None = None,
+    config: GenerationConfig = GenerationConfig(),
     *,
-    bos_id: int = 1,
-    eos_id: int | None = 2,
-    pad_id: int = 0,
     src_mask: Tensor | None = None,
-    use_cache: bool | None = None,
-    repetition_penalty: float = 1.0,
-    no_repeat_ngram_size: int = 0,
+    generator: torch.Generator | None = None,
     return_logits: bool = False,
 ) -> Tensor | tuple[Tensor, Tensor]:
-    """Translate a batch by always taking the most likely next token.
+    """Generate one token per step for a batch: greedy decoding, or sampling with ``config.do_sample``.
+
+    The encoder runs once; each step scores the next token of every running
+    row, picks one (:func:`next_tokens`), appends it, and drops the rows that
+    produced ``<eos>`` from the computation.
 
     Args:
         model: an encoder-decoder (see the module docstring); switched to eval
             mode and ``no_grad`` for the call, then restored.
-        src: source ids ``(batch, src_len)``, long, padded with ``pad_id``.
-        max_len: most tokens to generate (default ``src_len + 50``, as the
-            paper, capped by the model's ``config.max_len - 1``).
-        bos_id, eos_id, pad_id: special ids (course default 1, 2, 0);
-            ``eos_id=None`` never stops early (always ``max_len`` tokens).
-            ``<pad>`` and ``<bos>`` are never generated (their logits are
-            set to ``-inf``, :func:`forbid_special_tokens`); ``pad_id`` only
-            fills the output after ``<eos>``.
+        src: source ids ``(batch, src_len)``, integer, padded with ``config.pad_id``.
+        config: a :class:`GenerationConfig` with ``beam_size=1`` (for beams: :func:`beam_generate`).
         src_mask: bool ``(batch, 1, 1, src_len)``, ``True`` = real token;
             default ``model.source_mask(src)`` or the padding mask.
-        use_cache: KV-cached incremental decoding (``True``), recompute the
-            whole prefix each step (``False``), or ``None`` (default): the
-            cache whenever the model has ``new_cache()``.
-        repetition_penalty: see :func:`apply_repetition_penalty` (1.0 = off).
-        no_repeat_ngram_size: see :func:`block_repeated_ngrams` (0 = off).
+        generator: a :class:`torch.Generator` for reproducible draws (sampling).
         return_logits: also return the logits of every step.
 
     Returns:
         ids ``(batch, out_len)`` (no ``<bos>``; ``<eos>`` then ``pad_id`` for
         finished rows); with ``return_logits``, also a float32 tensor
-        ``(batch, out_len, V)`` of the next-token logits of each step (the
-        model's, before the ``<pad>``/``<bos>`` ban, the repetition penalty
-        and n-gram blocking; zeros for rows that had already finished).
+        ``(batch, out_len, V)`` of the model's next-token logits of each step
+        (before :func:`constrain_logits`; zeros for rows already finished).
+
+    Raises:
+        ValueError: ``src`` not 2-D integer, ``config.max_len`` beyond the
+            model's positions, ``config.beam_size > 1``.
+
+    Source: chapter 10.
+    """
+    check_token_ids(src, "src")
+    if config.beam_size != 1:
+        raise ValueError(f"generate picks one token per step; for beam_size={config.beam_size} use beam_generate")
+    n_new = max_new_tokens(model, src.size(1), config.max_len)
+    batch, device = src.size(0), src.device
+    with eval_mode(model):
+        src_mask = source_mask_for(model, src, src_mask, config.pad_id)
+        memory = model.encode(src, src_mask)  # the encoder runs once
+        cache = open_cache(model, config.use_cache)
+        out = torch.full((batch, n_new), config.pad_id, dtype=torch.long, device=device)
+        alive = torch.arange(batch, device=device)  # the original rows still generating
+        ys = torch.full((batch, 1), config.bos_id, dtype=torch.long, device=device)  # their prefixes
+        all_logits, steps = [], 0
+        for t in range(n_new):
+            logits = next_token_logits(model, ys, memory, src_mask, cache)  # (rows, V)
+            if return_logits:
+                all_logits.append(logits.new_zeros(batch, logits.size(-1)).index_copy(0, alive, logits))
+            token = next_tokens(logits, ys[:, 1:], config, generator)  # (rows,)
+            out[alive, t] = token
+            ys = torch.cat([ys, token[:, None]], dim=1)
+            steps = t + 1
+            running = still_running(token, config.eos_id)
+            if not bool(running.any()):
+                break
+            if not bool(running.all()):  # finished rows leave the computation
+                alive, ys, memory, src_mask = keep_rows(running, cache, alive, ys, memory, src_mask)
+    out = out[:, :steps]
+    return (out, torch.stack(all_logits, dim=1)) if return_logits else out
+
+
+def beam_generate(
+    model: nn.Module,
+    src: Tensor,
+    config: GenerationConfig = GenerationConfig(beam_size=4),
+    *,
+    src_mask: Tensor | None = None,
+    return_scores: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """Beam search with ``config.beam_size`` hypotheses per sentence and the GNMT length penalty.
+
+    Each step expands every open hypothesis by every token and keeps the
+    ``k`` candidates with the highest total log-probability. A kept candidate
+    ending in ``<eos>`` (every one, at the last step) is finished, scored
+    ``log p / lp(L)`` (:func:`length_penalty`, ``L`` counting ``<eos>``), and
+    leaves the beam (:class:`FinishedHypotheses`); a sentence is done when
+    no open hypothesis can beat its best finished one (:func:`search_is_over`).
+
+    Args:
+        model, src, src_mask: as :func:`generate`.
+        config: a :class:`GenerationConfig` (``beam_size``, ``length_penalty_alpha``,
+            ``max_len``, the special ids, ``use_cache``, ``no_repeat_ngram_size``).
+        return_scores: also return the best scores.
+
+    Returns:
+        ids ``(batch, out_len)`` as :func:`generate`; with ``return_scores``,
+        also float32 ``(batch,)`` length-normalised log-probabilities.
+
+    Source: chapter 10; Wu et al. (2016), section 7.
+    """
+    check_token_ids(src, "src")
+    n_new = max_new_tokens(model, src.size(1), config.max_len)
+    batch, k, alpha, device = src.size(0), config.beam_size, config.length_penalty_alpha, src.device
+    with eval_mode(model):
+        src_mask = source_mask_for(model, src, src_mask, config.pad_id)
+        memory, mask = repeat_for_beams(model.encode(src, src_mask), src_mask, k)  # (batch * k, ...)
+        cache = open_cache(model, config.use_cache)
+        ys = torch.full((batch * k, 1), config.bos_id, dtype=torch.long, device=device)
+        beam_logp = torch.full((batch, k), NEG_INF, device=device)
+        beam_logp[:, 0] = 0.0  # one open hypothesis (<bos>) per sentence at the start
+        finished = FinishedHypotheses(batch, device)
+        done = torch.zeros(batch, dtype=torch.bool, device=device)
+        offsets = (torch.arange(batch, device=device) * k)[:, None]  # (batch, 1): first row of each sentence
+        for t in range(1, n_new + 1):
+            logits = next_token_logits(model, ys, memory, mask, cache)
+            logp = constrain_logits(torch.log_softmax(logits, dim=-1), ys[:, 1:], config)  # (batch * k, V)
+            vocab = logp.size(-1)
+            # expand: every open hypothesis by every token; keep the k best of the k * V candidates
+            cand = (beam_logp[:, :, None] + logp.view(batch, k, vocab)).view(batch, k * vocab)
+            top_logp, top_idx = cand.topk(k, dim=-1)  # (batch, k)
+            parent = (offsets + torch.div(top_idx, vocab, rounding_mode="floor")).view(-1)
+            token = top_idx % vocab
+            ys = torch.cat([ys.index_select(0, parent), token.view(-1, 1)], dim=1)
+            if cache is not None:
+                cache.reorder(parent)
+            # freeze the finished: a kept candidate ending in <eos>, or every one at the last step
+            finishing = (top_logp > NEG_INF) & ((token == config.eos_id) | (t == n_new))
+            finished.add(top_logp / length_penalty(t, alpha), finishing, ys)
+            beam_logp = top_logp.masked_fill(finishing, NEG_INF)
+            done = done | search_is_over(beam_logp, finished.score, t, n_new, alpha)
+            beam_logp = beam_logp.masked_fill(done[:, None], NEG_INF)
+            if bool(done.all()):
+                break
+    out = finished.padded(config.pad_id)
+    return (out, finished.score) if return_scores else out
+
+
+# --------------------------------------------------------------------------
+# Decoders: keyword arguments -> one GenerationConfig
+# --------------------------------------------------------------------------
+def greedy_decode(
+    model: nn.Module, src: Tensor, max_len: int | None = None, *, bos_id: int = 1, eos_id: int | None = 2,
+    pad_id: int = 0, src_mask: Tensor | None = None, use_cache: bool | None = None, repetition_penalty: float = 1.0,
+    no_repeat_ngram_size: int = 0, return_logits: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """Translate a batch by always taking the most likely next token (:func:`generate`).
+
+    Args:
+        model, src, src_mask, return_logits: as :func:`generate`.
+        max_len, bos_id, eos_id, pad_id, use_cache, repetition_penalty,
+            no_repeat_ngram_size: the fields of :class:`GenerationConfig`.
+
+    Returns:
+        as :func:`generate`.
 
     Raises:
         ValueError: ``src`` not 2-D integer, ``max_len`` beyond the model's
@@ -506,30 +736,20 @@ def greedy_decode(
 
     Source: chapter 10.
     """
-    return _generate(
-        model, src, lambda logits: logits.argmax(dim=-1), max_len, bos_id, eos_id, pad_id,
-        src_mask, use_cache, repetition_penalty, return_logits, no_repeat_ngram_size,
+    config = GenerationConfig(
+        max_len=max_len, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, use_cache=use_cache,
+        repetition_penalty=repetition_penalty, no_repeat_ngram_size=no_repeat_ngram_size,
     )
+    return generate(model, src, config, src_mask=src_mask, return_logits=return_logits)
 
 
 def sample(
-    model: nn.Module,
-    src: Tensor,
-    max_len: int | None = None,
-    *,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    repetition_penalty: float = 1.0,
-    no_repeat_ngram_size: int = 0,
-    generator: torch.Generator | None = None,
-    bos_id: int = 1,
-    eos_id: int | None = 2,
-    pad_id: int = 0,
-    src_mask: Tensor | None = None,
-    use_cache: bool | None = None,
+    model: nn.Module, src: Tensor, max_len: int | None = None, *, temperature: float = 1.0, top_k: int | None = None,
+    top_p: float | None = None, repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
+    generator: torch.Generator | None = None, bos_id: int = 1, eos_id: int | None = 2, pad_id: int = 0,
+    src_mask: Tensor | None = None, use_cache: bool | None = None,
 ) -> Tensor:
-    """Translate a batch by sampling each next token (see :func:`choose_next_token`).
+    """Translate a batch by sampling each next token (:func:`generate` with ``do_sample=True``).
 
     ``temperature=0`` gives exactly :func:`greedy_decode`; ``top_k`` larger
     than the vocabulary is clamped; ``top_p`` keeps the smallest set of tokens
@@ -538,12 +758,8 @@ def sample(
     softmax renormalises over the other tokens.
 
     Args:
-        model, src, max_len, bos_id, eos_id, pad_id, src_mask, use_cache,
-            repetition_penalty, no_repeat_ngram_size: as :func:`greedy_decode`.
-        temperature: ``>= 0``.
-        top_k: ``None``/0 = off.
-        top_p: in ``(0, 1]``; ``None``/1 = off.
-        generator: for reproducible draws.
+        model, src, src_mask, generator: as :func:`generate`.
+        the others: the fields of :class:`GenerationConfig`.
 
     Returns:
         ids ``(batch, out_len)``, as :func:`greedy_decode`.
@@ -553,34 +769,21 @@ def sample(
 
     Source: chapter 10; Holtzman et al. (2020); Fan et al. (2018).
     """
-    if not temperature >= 0:  # also rejects NaN
-        raise ValueError(f"temperature must be >= 0 (0 = argmax); got {temperature}")
-    if top_k is not None and top_k < 0:
-        raise ValueError(f"top_k must be >= 0 (0 or None = off); got {top_k}")
-    if top_p is not None and not 0.0 < top_p <= 1.0:
-        raise ValueError(f"top_p must be in (0, 1]; got {top_p}")
-    return _generate(
-        model, src, lambda logits: choose_next_token(logits, temperature, top_k, top_p, generator),
-        max_len, bos_id, eos_id, pad_id, src_mask, use_cache, repetition_penalty, False, no_repeat_ngram_size,
+    config = GenerationConfig(
+        max_len=max_len, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, use_cache=use_cache, do_sample=True,
+        temperature=temperature, top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty,
+        no_repeat_ngram_size=no_repeat_ngram_size,
     )
+    return generate(model, src, config, src_mask=src_mask, generator=generator)
 
 
 def beam_search(
-    model: nn.Module,
-    src: Tensor,
-    beam_size: int = 4,
-    max_len: int | None = None,
-    *,
-    length_penalty_alpha: float = 0.6,
-    bos_id: int = 1,
-    eos_id: int = 2,
-    pad_id: int = 0,
-    src_mask: Tensor | None = None,
-    use_cache: bool | None = None,
-    no_repeat_ngram_size: int = 0,
+    model: nn.Module, src: Tensor, beam_size: int = 4, max_len: int | None = None, *,
+    length_penalty_alpha: float = 0.6, bos_id: int = 1, eos_id: int = 2, pad_id: int = 0,
+    src_mask: Tensor | None = None, use_cache: bool | None = None, no_repeat_ngram_size: int = 0,
     return_scores: bool = False,
 ) -> Tensor | tuple[Tensor, Tensor]:
-    """Beam search with the GNMT length penalty; returns the best hypothesis per source.
+    """Beam search with the GNMT length penalty (:func:`beam_generate`); the best hypothesis per source.
 
     Each step expands every open hypothesis by every token and keeps the
     ``beam_size`` candidates with the highest total log-probability. A kept
@@ -604,15 +807,14 @@ def beam_search(
     by the length penalty.
 
     Args:
-        model, src, max_len, bos_id, eos_id, pad_id, src_mask, use_cache: as
-            :func:`greedy_decode`.
+        model, src, src_mask, return_scores: as :func:`beam_generate`.
         beam_size: hypotheses kept per source sentence (paper: 4).
         length_penalty_alpha: ``alpha`` of :func:`length_penalty` (paper: 0.6;
             0 = raw log-probabilities).
         no_repeat_ngram_size: no hypothesis repeats an n-gram of this size
             (:func:`block_repeated_ngrams` on each hypothesis' log-probabilities;
             0 = off).
-        return_scores: also return the best scores.
+        max_len, bos_id, eos_id, pad_id, use_cache: as :class:`GenerationConfig`.
 
     Returns:
         ids ``(batch, out_len)`` as :func:`greedy_decode`; with
@@ -627,68 +829,8 @@ def beam_search(
     of 4 and length penalty alpha = 0.6 ... terminate early when possible");
     Wu et al. (2016), section 7; chapter 10.
     """
-    _check_src(src)
-    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
-        raise ValueError(f"beam_size must be an int >= 1; got {beam_size!r}")
-    no_repeat_ngram_size = _check_ngram_size(no_repeat_ngram_size)
-    n_new = _default_max_len(model, src, max_len)
-    batch, k = src.size(0), beam_size
-    device = src.device
-    neg_inf = float("-inf")
-    with _eval_mode(model):
-        src_mask = _source_mask(model, src, src_mask, pad_id)
-        memory = model.encode(src, src_mask)
-        rows = torch.arange(batch, device=device).repeat_interleave(k)  # (batch * k,)
-        memory = memory.index_select(0, rows)
-        mask = _select_rows(src_mask, rows)
-        cache = _new_cache(model, use_cache)
-        ys = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=device)
-        beam_logp = torch.full((batch, k), neg_inf, device=device)
-        beam_logp[:, 0] = 0.0  # one open hypothesis (<bos>) per sentence at the start
-        best_score = torch.full((batch,), neg_inf, device=device)
-        best_tokens: list[Tensor | None] = [None] * batch
-        done = torch.zeros(batch, dtype=torch.bool, device=device)
-        offsets = (torch.arange(batch, device=device) * k)[:, None]  # (batch, 1)
-        for t in range(1, n_new + 1):
-            logits = _step_logits(model, ys, memory, mask, cache).float()
-            logp = forbid_special_tokens(torch.log_softmax(logits, dim=-1), pad_id, bos_id, eos_id)  # (batch * k, V)
-            if no_repeat_ngram_size:
-                logp = block_repeated_ngrams(logp, ys[:, 1:], no_repeat_ngram_size)
-            vocab = logp.size(-1)
-            cand = (beam_logp[:, :, None] + logp.view(batch, k, vocab)).view(batch, k * vocab)
-            top_scores, top_idx = cand.topk(k, dim=-1)  # (batch, k)
-            parent = torch.div(top_idx, vocab, rounding_mode="floor")
-            token = top_idx % vocab
-            flat_parent = (offsets + parent).view(-1)
-            ys = torch.cat([ys.index_select(0, flat_parent), token.view(-1, 1)], dim=1)
-            if cache is not None:
-                cache.reorder(flat_parent)
-            valid = top_scores > neg_inf
-            finishing = valid & (token == eos_id) if t < n_new else valid
-            if bool(finishing.any()):
-                norm = top_scores / length_penalty(t, length_penalty_alpha)
-                norm = norm.masked_fill(~finishing, neg_inf)
-                cand_best, cand_slot = norm.max(dim=-1)
-                improved = (cand_best > best_score).nonzero().squeeze(-1).tolist()
-                for b in improved:
-                    best_score[b] = cand_best[b]
-                    best_tokens[b] = ys[b * k + int(cand_slot[b]), 1:].clone()
-            beam_logp = top_scores.masked_fill(finishing, neg_inf)
-            # Can the best open hypothesis still beat the best finished one?
-            open_best = beam_logp.max(dim=-1).values
-            if length_penalty_alpha >= 0:
-                bound = open_best / length_penalty(n_new, length_penalty_alpha)
-            else:
-                bound = open_best / length_penalty(t + 1, length_penalty_alpha)
-            done = done | (open_best == neg_inf) | (best_score >= bound)
-            beam_logp = beam_logp.masked_fill(done[:, None], neg_inf)
-            if bool(done.all()):
-                break
-        out_len = max((int(x.numel()) for x in best_tokens if x is not None), default=0)
-        out = torch.full((batch, out_len), pad_id, dtype=torch.long, device=device)
-        for b, toks in enumerate(best_tokens):
-            if toks is not None:
-                out[b, : toks.numel()] = toks
-    if return_scores:
-        return out, best_score
-    return out
+    config = GenerationConfig(
+        max_len=max_len, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, use_cache=use_cache, beam_size=beam_size,
+        length_penalty_alpha=length_penalty_alpha, no_repeat_ngram_size=no_repeat_ngram_size,
+    )
+    return beam_generate(model, src, config, src_mask=src_mask, return_scores=return_scores)

@@ -7,6 +7,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from .validation import check_token_ids, checked_by
+
 __all__ = ["TokenEmbedding"]
 
 
@@ -42,7 +44,7 @@ class TokenEmbedding(nn.Module):
 
     def __init__(self, vocab_size: int, d_model: int, padding_idx: int | None = None) -> None:
         super().__init__()
-        if vocab_size < 1 or d_model < 1:
+        if vocab_size < 1 or d_model < 1:  # one message naming both sizes
             raise ValueError(f"vocab_size and d_model must be positive; got vocab_size={vocab_size}, d_model={d_model}")
         if padding_idx is not None and not 0 <= padding_idx < vocab_size:
             raise ValueError(f"padding_idx must lie in [0, {vocab_size}); got {padding_idx}")
@@ -60,17 +62,15 @@ class TokenEmbedding(nn.Module):
         """The ``(vocab_size, d_model)`` embedding matrix (shareable with the output layer)."""
         return self.embedding.weight
 
-    def check_ids(self, tokens: Tensor, name: str = "tokens") -> None:
+    def check_ids(self, tokens: Tensor, name: str = "tokens", ndim: int | None = None) -> None:
         """Raise ``ValueError`` (naming ``name``) unless ``tokens`` are integer ids in range.
 
-        The range check reads two numbers back from the device: cheap on the
-        CPU, a synchronisation per step on a GPU, where it is skipped (an
+        ``ndim=2`` also asks for the shape ``(batch, seq_len)``. The range
+        check reads two numbers back from the device: cheap on the CPU, a
+        synchronisation per step on a GPU, where it is skipped (an
         out-of-range id then fails inside the embedding lookup).
         """
-        if not isinstance(tokens, Tensor):
-            raise ValueError(f"{name} must be a tensor of token ids; got {type(tokens).__name__}")
-        if tokens.dtype.is_floating_point or tokens.dtype == torch.bool or tokens.is_complex():
-            raise ValueError(f"{name} must be an integer tensor of ids; got dtype {tokens.dtype}")
+        check_token_ids(tokens, name, ndim=ndim)
         if tokens.device.type == "cpu" and tokens.numel() and (
             int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size
         ):
@@ -79,8 +79,8 @@ class TokenEmbedding(nn.Module):
                 f"got min {int(tokens.min())}, max {int(tokens.max())}"
             )
 
+    @checked_by(check_ids)
     def forward(self, tokens: Tensor) -> Tensor:
-        self.check_ids(tokens)
         return self.embedding(tokens) * self.scale
 
     def extra_repr(self) -> str:

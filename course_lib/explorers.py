@@ -28,13 +28,17 @@ size of each modest (a few thousand records in all).
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import uuid
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-__all__ = ["Control", "heatmap_explorer", "bar_explorer", "line_explorer", "explorer_bundle", "show_explorer"]
+__all__ = [
+    "Control", "heatmap_explorer", "bar_explorer", "line_explorer", "explorer_bundle", "show_explorer", "inline_data",
+]
 
 _KINDS = ("slider", "select", "radio", "checkbox")
 CHART_FONT = '"DejaVu Sans", "Noto Sans SC", sans-serif'  # like the matplotlib figures (viz.use_cjk_font)
@@ -138,24 +142,48 @@ def _check_records(records: Sequence[Mapping[str, Any]], controls: Sequence[Cont
             raise ValueError(f"no record has {c.field} = {absent[0]!r} (an option of its control)")
 
 
+def inline_data(records: Sequence[Mapping[str, Any]]):
+    """The records as compact inline CSV for the chart, with each column's type stated.
+
+    A chart carries every state it can show, so its data is most of its size;
+    CSV with one header is several times smaller than a list of JSON objects
+    (and the notebook stores the chart twice: for Jupyter and for the web
+    page). Columns of ``bool`` parse as booleans, of ``int``/``float`` as
+    numbers; the others stay strings.
+    """
+    import altair as alt
+
+    fields = list(records[0])
+    parse = {}
+    for name in fields:
+        kinds = {type(r[name]) for r in records}
+        if kinds <= {bool}:
+            parse[name] = "boolean"
+        elif kinds <= {int, float}:
+            parse[name] = "number"
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(fields)
+    for r in records:
+        writer.writerow(["true" if r[f] is True else "false" if r[f] is False else r[f] for f in fields])
+    return alt.Data(values=buffer.getvalue(), format=alt.DataFormat(type="csv", parse=parse))
+
+
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
         return math.isclose(a, b, rel_tol=0, abs_tol=1e-9)
     return a == b
 
 
-def _with_controls(chart, controls: Sequence[Control], captions: Sequence[Mapping[str, Any]] | None, width: int,
-                   filtered: bool = False):
-    """Filter ``chart`` by the controls (unless its layers are ``filtered`` already); add captions above it."""
+def _with_controls(chart, controls: Sequence[Control], captions: Sequence[Mapping[str, Any]] | None, width: int):
+    """Bind the controls to ``chart`` (whose layers filter on them) and put its captions above it."""
     import altair as alt
 
     params = [_param(c) for c in controls]
-    if not filtered:
-        chart = chart.transform_filter(_filter_expression(controls))
     if captions:
         _check_records(captions, controls, ["caption"])
         line = (
-            alt.Chart(alt.Data(values=list(captions)))
+            alt.Chart(inline_data(captions))
             .transform_filter(_filter_expression(controls))
             .mark_text(align="left", baseline="middle", fontSize=13, limit=width + 80)
             .encode(text="caption:N", x=alt.value(0), y=alt.value(8))
@@ -163,7 +191,7 @@ def _with_controls(chart, controls: Sequence[Control], captions: Sequence[Mappin
         )
         chart = alt.vconcat(line, chart, spacing=4)
     # Chinese labels: the book serves Noto Sans SC (book/_assets/course.css); elsewhere the system's font
-    return chart.add_params(*params).configure_view(stroke=None).configure(font=CHART_FONT)
+    return chart.add_params(*params).configure(font=CHART_FONT, view={"stroke": None})
 
 
 def heatmap_explorer(
@@ -207,7 +235,7 @@ def heatmap_explorer(
     x_order = list(dict.fromkeys(r[x] for r in records))
     y_order = list(dict.fromkeys(r[y] for r in records))
     scale = alt.Scale(scheme="viridis", domain=list(domain)) if domain else alt.Scale(scheme="viridis")
-    base = alt.Chart(alt.Data(values=list(records))).encode(
+    base = _layer(records, controls, [x, y, value]).encode(
         x=alt.X(f"{x}:N", sort=x_order, title=x_title or x, axis=alt.Axis(labelAngle=0)),
         y=alt.Y(f"{y}:N", sort=y_order, title=y_title or y),
     )
@@ -276,7 +304,7 @@ def bar_explorer(
     if color:
         scale = alt.Scale(domain=list(colors), range=list(colors.values())) if colors else alt.Scale()
         encoding["color"] = alt.Color(f"{color}:N", title=color, scale=scale)
-    chart = alt.Chart(alt.Data(values=list(records))).mark_bar().encode(**encoding)
+    chart = _layer(records, controls, [x, y]).mark_bar().encode(**encoding)
     if rule is not None:
         line = alt.Chart(alt.Data(values=[{"y": rule}])).mark_rule(strokeDash=[2, 3], color="grey").encode(y="y:Q")
         chart = chart + line
@@ -328,7 +356,7 @@ def line_explorer(
         layers.append(_layer(points, controls, [x, y]).mark_point(filled=True, color="black", size=50).encode(
             x=f"{x}:Q", y=f"{y}:Q", tooltip=[alt.Tooltip(f"{x}:Q"), alt.Tooltip(f"{y}:Q", format=".3f")]))
     chart = alt.layer(*layers).properties(width=width, height=height)
-    return _with_controls(chart, controls, captions, width, filtered=True)
+    return _with_controls(chart, controls, captions, width)
 
 
 def _layer(records: Sequence[Mapping[str, Any]], controls: Sequence[Control], fields: Sequence[str]):
@@ -337,7 +365,7 @@ def _layer(records: Sequence[Mapping[str, Any]], controls: Sequence[Control], fi
 
     mine = [c for c in controls if c.field in records[0]]
     _check_records(records, mine, fields)
-    return alt.Chart(alt.Data(values=list(records))).transform_filter(_filter_expression(mine))
+    return alt.Chart(inline_data(records)).transform_filter(_filter_expression(mine))
 
 
 def explorer_bundle(chart, description: str) -> dict[str, Any]:

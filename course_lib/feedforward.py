@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._validate import check_input_dtype
+from .validation import check_float_input
 
 __all__ = ["PositionwiseFeedForward"]
 
@@ -57,7 +57,7 @@ class PositionwiseFeedForward(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         if x.dim() < 1 or x.size(-1) != self.d_model:
             raise ValueError(f"x must have shape (..., {self.d_model}), e.g. (batch, seq_len, {self.d_model}); got {tuple(x.shape)}")
-        check_input_dtype(x, self.linear1.weight, "x", "PositionwiseFeedForward")
+        check_float_input(x, self.linear1.weight, "x", "PositionwiseFeedForward")
         return self.linear2(self.dropout(_ACTIVATIONS[self.activation](self.linear1(x))))
 
     def extra_repr(self) -> str:

@@ -12,8 +12,9 @@ from torch import Tensor, nn
 
 from .attention import KVCache, MultiHeadAttention
 from .feedforward import PositionwiseFeedForward
+from .validation import check_hidden_states
 
-__all__ = ["ResidualSublayer", "EncoderLayer", "DecoderLayer", "DecoderLayerCache"]
+__all__ = ["ResidualSublayer", "TransformerLayer", "EncoderLayer", "DecoderLayer", "DecoderLayerCache"]
 
 
 class ResidualSublayer(nn.Module):
@@ -54,13 +55,12 @@ class ResidualSublayer(nn.Module):
         return f"norm_first={self.norm_first}"
 
 
-def _check_x(x: Tensor, d_model: int, name: str) -> None:
-    if x.dim() != 3 or x.size(-1) != d_model:
-        raise ValueError(f"{name} must have shape (batch, seq_len, {d_model}); got {tuple(x.shape)}")
+class TransformerLayer(nn.Module):
+    """The parts of :class:`EncoderLayer` and :class:`DecoderLayer`, built once for both.
 
-
-class EncoderLayer(nn.Module):
-    """Self-attention then the feed-forward network, each wrapped in Add & Norm.
+    Self-attention, cross-attention over the encoder output (decoder only:
+    ``cross_attention = True``), the position-wise feed-forward network, and
+    one Add & Norm (:class:`ResidualSublayer`) around each of these sublayers.
 
     Args:
         d_model, n_heads, d_ff: sizes (paper base: 512, 8, 2048).
@@ -69,6 +69,43 @@ class EncoderLayer(nn.Module):
         norm_first: Pre-LN if true, Post-LN (paper) if false.
         eps: LayerNorm epsilon.
         fused_qkv: see :class:`course_lib.attention.MultiHeadAttention`.
+
+    Raises:
+        ValueError: as :class:`MultiHeadAttention` and :class:`PositionwiseFeedForward`.
+    """
+
+    cross_attention = False  # DecoderLayer: True
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        activation: str = "relu",
+        norm_first: bool = False,
+        eps: float = 1e-5,
+        fused_qkv: bool = False,
+    ) -> None:
+        super().__init__()
+        self.d_model = d_model
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout_p=dropout, fused_qkv=fused_qkv)
+        if self.cross_attention:
+            self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout_p=dropout, fused_qkv=fused_qkv)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout=dropout, activation=activation)
+        # one Add & Norm per sublayer: the encoder has 2, the decoder 3 (the last is around the FFN)
+        self.sublayer1 = ResidualSublayer(d_model, dropout, norm_first, eps)
+        self.sublayer2 = ResidualSublayer(d_model, dropout, norm_first, eps)
+        if self.cross_attention:
+            self.sublayer3 = ResidualSublayer(d_model, dropout, norm_first, eps)
+
+
+class EncoderLayer(TransformerLayer):
+    """Self-attention then the feed-forward network, each wrapped in Add & Norm.
+
+    Args:
+        d_model, n_heads, d_ff, dropout, activation, norm_first, eps, fused_qkv:
+            as :class:`TransformerLayer`, which builds the sublayers.
 
     Shapes:
         ``x``: ``(batch, src_len, d_model)``; ``src_mask``: bool, ``True`` =
@@ -84,26 +121,8 @@ class EncoderLayer(nn.Module):
     ``batch_first=True`` (tested with copied weights).
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.1,
-        activation: str = "relu",
-        norm_first: bool = False,
-        eps: float = 1e-5,
-        fused_qkv: bool = False,
-    ) -> None:
-        super().__init__()
-        self.d_model = d_model
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, fused_qkv=fused_qkv)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout=dropout, activation=activation)
-        self.sublayer1 = ResidualSublayer(d_model, dropout, norm_first, eps)
-        self.sublayer2 = ResidualSublayer(d_model, dropout, norm_first, eps)
-
     def forward(self, x: Tensor, src_mask: Tensor | None = None) -> Tensor:
-        _check_x(x, self.d_model, "x")
+        check_hidden_states(x, "x", self.d_model)
         x = self.sublayer1(x, lambda y: self.self_attn(y, mask=src_mask)[0])
         return self.sublayer2(x, self.feed_forward)
 
@@ -128,15 +147,12 @@ class DecoderLayerCache:
         self.cross_attn.reorder(index)
 
 
-class DecoderLayer(nn.Module):
+class DecoderLayer(TransformerLayer):
     """Masked self-attention, cross-attention over ``memory``, then the FFN.
 
     Each of the three sublayers is wrapped in Add & Norm
-    (:class:`ResidualSublayer`).
-
-    Args:
-        d_model, n_heads, d_ff, dropout, activation, norm_first, eps, fused_qkv:
-            as :class:`EncoderLayer`.
+    (:class:`ResidualSublayer`). The constructor is :class:`TransformerLayer`'s
+    (same arguments as :class:`EncoderLayer`), with ``cross_attention = True``.
 
     Shapes:
         ``x``: ``(batch, tgt_len, d_model)``; ``memory``: the encoder output
@@ -156,25 +172,7 @@ class DecoderLayer(nn.Module):
     ``batch_first=True`` (tested with copied weights).
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.1,
-        activation: str = "relu",
-        norm_first: bool = False,
-        eps: float = 1e-5,
-        fused_qkv: bool = False,
-    ) -> None:
-        super().__init__()
-        self.d_model = d_model
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, fused_qkv=fused_qkv)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, fused_qkv=fused_qkv)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout=dropout, activation=activation)
-        self.sublayer1 = ResidualSublayer(d_model, dropout, norm_first, eps)
-        self.sublayer2 = ResidualSublayer(d_model, dropout, norm_first, eps)
-        self.sublayer3 = ResidualSublayer(d_model, dropout, norm_first, eps)
+    cross_attention = True  # TransformerLayer also builds cross_attn and sublayer3
 
     def forward(
         self,
@@ -184,8 +182,8 @@ class DecoderLayer(nn.Module):
         memory_mask: Tensor | None = None,
         cache: DecoderLayerCache | None = None,
     ) -> Tensor:
-        _check_x(x, self.d_model, "x")
-        _check_x(memory, self.d_model, "memory")
+        check_hidden_states(x, "x", self.d_model)
+        check_hidden_states(memory, "memory", self.d_model)
         if x.size(0) != memory.size(0):
             raise ValueError(f"batch sizes differ: x has {x.size(0)}, memory has {memory.size(0)}")
         self_cache = cache.self_attn if cache is not None else None

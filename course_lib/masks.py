@@ -30,14 +30,38 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .validation import check_int, check_token_ids, checked_by
+
 __all__ = [
     "padding_mask",
     "causal_mask",
     "decoder_self_attention_mask",
     "check_mask",
+    "check_pad_id",
 ]
 
 
+def check_pad_id(pad_id: object, optional: bool = False) -> None:
+    """Raise ``TypeError`` unless ``pad_id`` is an int (or ``None`` when ``optional``)."""
+    if optional and pad_id is None:
+        return
+    if isinstance(pad_id, bool) or not isinstance(pad_id, int):
+        raise TypeError(f"pad_id must be an int (the id of <pad>){' or None' if optional else ''}; got {pad_id!r}")
+
+
+def check_padding_mask_inputs(tokens: Tensor, pad_id: int) -> None:
+    """Check the arguments of :func:`padding_mask`: ``(batch, seq_len)`` integer ids and an int ``pad_id``."""
+    check_token_ids(tokens, "tokens")
+    check_pad_id(pad_id)
+
+
+def check_decoder_mask_inputs(tgt: Tensor, pad_id: int | None) -> None:
+    """Check the arguments of :func:`decoder_self_attention_mask`."""
+    check_token_ids(tgt, "tgt")
+    check_pad_id(pad_id, optional=True)
+
+
+@checked_by(check_padding_mask_inputs)
 def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
     """Mask that lets every query attend only to non-padding keys.
 
@@ -57,13 +81,6 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
     needs it so that attention ignores the filler tokens of short sentences.
     Derived in chapter 8.
     """
-    if not isinstance(tokens, Tensor) or tokens.dim() != 2:
-        shape = tuple(tokens.shape) if isinstance(tokens, Tensor) else type(tokens).__name__
-        raise ValueError(f"tokens must have shape (batch, seq_len); got {shape}")
-    if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
-        raise ValueError(f"tokens must be an integer tensor of token ids; got dtype {tokens.dtype}")
-    if isinstance(pad_id, bool) or not isinstance(pad_id, int):
-        raise TypeError(f"pad_id must be an int (the id of <pad>); got {pad_id!r}")
     return (tokens != pad_id)[:, None, None, :]
 
 
@@ -84,11 +101,11 @@ def causal_mask(size: int, device: torch.device | str | None = None) -> Tensor:
     Source: Vaswani et al. (2017), section 3.2.3 ("masking out ... all values in
     the input of the softmax which correspond to illegal connections").
     """
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"size must be a positive int; got {size!r}")
+    check_int(size, "size")
     return torch.ones(size, size, dtype=torch.bool, device=device).tril()[None, None]
 
 
+@checked_by(check_decoder_mask_inputs)
 def decoder_self_attention_mask(tgt: Tensor, pad_id: int | None) -> Tensor:
     """Causal mask AND target padding mask, for the decoder's self-attention.
 
@@ -108,9 +125,6 @@ def decoder_self_attention_mask(tgt: Tensor, pad_id: int | None) -> Tensor:
 
     Source: Vaswani et al. (2017), section 3.2.3; chapter 8.
     """
-    if not isinstance(tgt, Tensor) or tgt.dim() != 2:
-        shape = tuple(tgt.shape) if isinstance(tgt, Tensor) else type(tgt).__name__
-        raise ValueError(f"tgt must have shape (batch, tgt_len); got {shape}")
     causal = causal_mask(tgt.size(1), device=tgt.device)
     if pad_id is None:
         return causal

@@ -6,21 +6,32 @@ broadcastable to ``(batch, n_heads, q_len, k_len)``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from .attention import MultiHeadAttention
 from .embedding import TokenEmbedding
 from .layers import DecoderLayer, DecoderLayerCache, EncoderLayer
 from .masks import causal_mask, check_mask, decoder_self_attention_mask, padding_mask
-from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, _check_positions
+from .positional import LearnedPositionalEmbedding, PositionalEncoding, SinusoidalPositionalEncoding
+from .validation import check_choice, check_int, check_probability, checked_by, config_from_dict
 
-__all__ = ["TransformerConfig", "Encoder", "Decoder", "DecoderCache", "Transformer"]
+__all__ = [
+    "TransformerConfig",
+    "positional_encoding",
+    "LayerStack",
+    "Encoder",
+    "Decoder",
+    "DecoderCache",
+    "OLD_STATE_DICT_KEYS",
+    "rename_old_state_dict_keys",
+    "Transformer",
+]
 
-_POSITIONAL = ("sinusoidal", "learned", "none")
+POSITIONAL = {"sinusoidal": SinusoidalPositionalEncoding, "learned": LearnedPositionalEmbedding, "none": PositionalEncoding}
+"""The positional layer of each ``TransformerConfig.positional`` setting (``"none"``: dropout only)."""
 
 
 @dataclass
@@ -73,25 +84,14 @@ class TransformerConfig:
     eps: float = 1e-5
 
     def __post_init__(self) -> None:
-        for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "n_encoder_layers",
-                     "n_decoder_layers", "d_ff", "max_len"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"{name} must be an int; got {value!r}")
-        if self.n_heads < 1:
-            raise ValueError(f"n_heads must be positive; got {self.n_heads}")
+        for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "max_len"):
+            check_int(getattr(self, name), name)
+        for name in ("n_encoder_layers", "n_decoder_layers"):
+            check_int(getattr(self, name), name, 0)
         if self.d_model % self.n_heads != 0:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
-        for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "max_len"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be positive; got {getattr(self, name)}")
-        for name in ("n_encoder_layers", "n_decoder_layers"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0; got {getattr(self, name)}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1); got {self.dropout}")
-        if self.positional not in _POSITIONAL:
-            raise ValueError(f"positional must be one of {_POSITIONAL}; got {self.positional!r}")
+        check_probability(self.dropout, "dropout")
+        check_choice(self.positional, "positional", tuple(POSITIONAL))
         if self.pad_id is not None and not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
             raise ValueError(
                 f"pad_id must be None or lie in [0, {min(self.src_vocab_size, self.tgt_vocab_size)}); got {self.pad_id}"
@@ -118,55 +118,63 @@ class TransformerConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TransformerConfig":
         """Inverse of :meth:`to_dict`; unknown keys raise ``ValueError``."""
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"unknown TransformerConfig fields: {sorted(unknown)}")
-        return cls(**d)
+        return config_from_dict(cls, d)
 
 
-def _positional(config: TransformerConfig) -> nn.Module:
-    if config.positional == "sinusoidal":
-        return SinusoidalPositionalEncoding(config.d_model, config.max_len, config.dropout)
-    if config.positional == "learned":
-        return LearnedPositionalEmbedding(config.d_model, config.max_len, config.dropout)
-    return _NoPosition(config.d_model, config.max_len, config.dropout)
+def positional_encoding(config: TransformerConfig) -> PositionalEncoding:
+    """The positional layer that ``config.positional`` names (see :data:`POSITIONAL`)."""
+    return POSITIONAL[config.positional](config.d_model, config.max_len, config.dropout)
 
 
-class _NoPosition(nn.Module):
-    """Dropout only: the model sees no word order (chapter 3's experiment)."""
+class LayerStack(nn.Module):
+    """What :class:`Encoder` and :class:`Decoder` share: embedding, positions, layers, final norm.
 
-    def __init__(self, d_model: int, max_len: int, dropout: float) -> None:
+    Args:
+        config: a :class:`TransformerConfig`.
+        layer: :class:`EncoderLayer` or :class:`DecoderLayer`, built with the
+            config's sizes ``n_layers`` times.
+        n_layers: the depth of the stack.
+        vocab_size: the size of the new embedding (when ``embedding`` is ``None``).
+        embedding: an existing :class:`TokenEmbedding` to use (weight sharing).
+
+    The final LayerNorm exists in Pre-LN only (``config.norm_first``): there
+    the residual stream is never normalised inside the layers.
+    """
+
+    def __init__(
+        self, config: TransformerConfig, layer: type, n_layers: int, vocab_size: int, embedding: TokenEmbedding | None = None
+    ) -> None:
         super().__init__()
-        self.d_model = d_model
-        self.max_len = max_len
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        _check_positions(x, offset, self.max_len, self.d_model)
-        return self.dropout(x)
-
-
-def _check_tokens(tokens: Tensor, name: str) -> None:
-    if not isinstance(tokens, Tensor) or tokens.dim() != 2:
-        shape = tuple(tokens.shape) if isinstance(tokens, Tensor) else type(tokens).__name__
-        raise ValueError(f"{name} must be token ids of shape (batch, seq_len); got {shape}")
-    if tokens.dtype.is_floating_point or tokens.dtype == torch.bool or tokens.is_complex():
-        raise ValueError(f"{name} must be an integer tensor of token ids; got dtype {tokens.dtype}")
-
-
-def _check_length(length: int, offset: int, max_len: int, name: str) -> None:
-    if length < 1:
-        raise ValueError(f"{name} must hold at least one position; got length {length}")
-    if offset + length > max_len:
-        where = f"positions {offset}..{offset + length - 1}" if offset else f"{length} positions"
-        raise ValueError(
-            f"{name} has {where}, more than config.max_len={max_len}; "
-            "use shorter sequences or a larger TransformerConfig.max_len"
+        c = config
+        self.embedding = embedding or TokenEmbedding(vocab_size, c.d_model)
+        self.positional = positional_encoding(c)
+        self.layers = nn.ModuleList(
+            layer(c.d_model, c.n_heads, c.d_ff, c.dropout, c.activation, c.norm_first, c.eps, c.fused_qkv)
+            for _ in range(n_layers)
         )
+        self.final_norm = nn.LayerNorm(c.d_model, eps=c.eps) if c.norm_first else nn.Identity()
+        self.max_len = c.max_len
+
+    def check_tokens(self, tokens: Tensor, name: str, offset: int = 0) -> None:
+        """Raise ``ValueError`` naming ``name`` unless ``tokens`` fit the stack.
+
+        ``tokens`` must be integer ids of shape ``(batch, seq_len)`` in the
+        embedding's vocabulary, with ``1 <= seq_len`` and ``offset + seq_len
+        <= max_len`` (``offset``: positions already decoded, with a cache).
+        """
+        self.embedding.check_ids(tokens, name, ndim=2)
+        length = tokens.size(1)
+        if length < 1:
+            raise ValueError(f"{name} must hold at least one position; got shape {tuple(tokens.shape)}")
+        if offset + length > self.max_len:
+            where = f"positions {offset}..{offset + length - 1}" if offset else f"{length} positions"
+            raise ValueError(
+                f"{name} has {where}, more than config.max_len={self.max_len}; "
+                "use shorter sequences or a larger TransformerConfig.max_len"
+            )
 
 
-class Encoder(nn.Module):
+class Encoder(LayerStack):
     """Embedding + positions, ``n_encoder_layers`` :class:`EncoderLayer`, final norm in Pre-LN.
 
     Args:
@@ -182,21 +190,14 @@ class Encoder(nn.Module):
     """
 
     def __init__(self, config: TransformerConfig, embedding: TokenEmbedding | None = None) -> None:
-        super().__init__()
-        c = config
-        self.embedding = embedding or TokenEmbedding(c.src_vocab_size, c.d_model)
-        self.positional = _positional(c)
-        self.layers = nn.ModuleList(
-            EncoderLayer(c.d_model, c.n_heads, c.d_ff, c.dropout, c.activation, c.norm_first, c.eps, c.fused_qkv)
-            for _ in range(c.n_encoder_layers)
-        )
-        self.final_norm = nn.LayerNorm(c.d_model, eps=c.eps) if c.norm_first else nn.Identity()
-        self.max_len = c.max_len
+        super().__init__(config, EncoderLayer, config.n_encoder_layers, config.src_vocab_size, embedding)
 
+    def check_inputs(self, src: Tensor, src_mask: Tensor | None = None) -> None:
+        """Raise ``ValueError`` naming ``src`` for ids that do not fit (see :meth:`LayerStack.check_tokens`)."""
+        self.check_tokens(src, "src")
+
+    @checked_by(check_inputs)
     def forward(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
-        _check_tokens(src, "src")
-        self.embedding.check_ids(src, "src")
-        _check_length(src.size(1), 0, self.max_len, "src")
         x = self.positional(self.embedding(src))
         for layer in self.layers:
             x = layer(x, src_mask)
@@ -225,7 +226,7 @@ class DecoderCache:
             layer.reorder(index)
 
 
-class Decoder(nn.Module):
+class Decoder(LayerStack):
     """Embedding + positions, ``n_decoder_layers`` :class:`DecoderLayer`, final norm in Pre-LN.
 
     Args:
@@ -243,21 +244,18 @@ class Decoder(nn.Module):
     """
 
     def __init__(self, config: TransformerConfig, embedding: TokenEmbedding | None = None) -> None:
-        super().__init__()
-        c = config
-        self.embedding = embedding or TokenEmbedding(c.tgt_vocab_size, c.d_model)
-        self.positional = _positional(c)
-        self.layers = nn.ModuleList(
-            DecoderLayer(c.d_model, c.n_heads, c.d_ff, c.dropout, c.activation, c.norm_first, c.eps, c.fused_qkv)
-            for _ in range(c.n_decoder_layers)
-        )
-        self.final_norm = nn.LayerNorm(c.d_model, eps=c.eps) if c.norm_first else nn.Identity()
-        self.max_len = c.max_len
+        super().__init__(config, DecoderLayer, config.n_decoder_layers, config.tgt_vocab_size, embedding)
 
     def new_cache(self) -> DecoderCache:
         """An empty :class:`DecoderCache` for incremental decoding."""
         return DecoderCache(len(self.layers))
 
+    def check_inputs(self, tgt: Tensor, memory: Tensor, tgt_mask: Tensor | None = None,
+                     memory_mask: Tensor | None = None, cache: DecoderCache | None = None) -> None:
+        """Raise ``ValueError`` naming ``tgt`` for ids that do not fit after the cached positions."""
+        self.check_tokens(tgt, "tgt", offset=cache.length if cache is not None else 0)
+
+    @checked_by(check_inputs)
     def forward(
         self,
         tgt: Tensor,
@@ -266,14 +264,27 @@ class Decoder(nn.Module):
         memory_mask: Tensor | None = None,
         cache: DecoderCache | None = None,
     ) -> Tensor:
-        _check_tokens(tgt, "tgt")
-        self.embedding.check_ids(tgt, "tgt")
         offset = cache.length if cache is not None else 0
-        _check_length(tgt.size(1), offset, self.max_len, "tgt")
         x = self.positional(self.embedding(tgt), offset=offset)
         for i, layer in enumerate(self.layers):
             x = layer(x, memory, tgt_mask, memory_mask, cache.layers[i] if cache is not None else None)
         return self.final_norm(x)
+
+
+OLD_STATE_DICT_KEYS = {"generator.weight": "output_projection.weight", "generator.bias": "output_projection.bias"}
+"""Keys of :class:`Transformer` state dicts saved by course_lib <= 0.2 and their names now."""
+
+
+def rename_old_state_dict_keys(state_dict: dict, prefix: str, *args: Any) -> None:
+    """Load-state-dict pre-hook of :class:`Transformer`: rename the keys of :data:`OLD_STATE_DICT_KEYS` in place.
+
+    Lets ``load_state_dict`` read checkpoints (e.g. ``checkpoints/en-zh.pt``)
+    saved when the output layer was called ``generator``; ``prefix`` is the
+    Transformer's own prefix when it is loaded as a submodule.
+    """
+    for old, new in OLD_STATE_DICT_KEYS.items():
+        if prefix + old in state_dict and prefix + new not in state_dict:
+            state_dict[prefix + new] = state_dict.pop(prefix + old)
 
 
 class Transformer(nn.Module):
@@ -288,7 +299,7 @@ class Transformer(nn.Module):
         ``padding_mask(src, config.pad_id)`` of shape ``(batch, 1, 1, src_len)``
         (none when ``pad_id`` is ``None``).
 
-        ``decode(tgt, memory, src_mask=None, tgt_mask=None, cache=None)``:
+        ``decode(tgt, memory, memory_mask=None, tgt_mask=None, cache=None)``:
         ``(batch, tgt_len)`` -> logits ``(batch, tgt_len, tgt_vocab_size)``.
         Default ``tgt_mask``: causal AND target padding; with a
         :class:`DecoderCache`, ``tgt`` holds only the new positions and the
@@ -312,35 +323,67 @@ class Transformer(nn.Module):
         self.encoder = Encoder(config)
         shared = self.encoder.embedding if config.share_embeddings else None
         self.decoder = Decoder(config, embedding=shared)
-        self.generator = nn.Linear(config.d_model, config.tgt_vocab_size)
-        nn.init.xavier_uniform_(self.generator.weight)
-        nn.init.zeros_(self.generator.bias)
+        self.output_projection = nn.Linear(config.d_model, config.tgt_vocab_size)
+        nn.init.xavier_uniform_(self.output_projection.weight)
+        nn.init.zeros_(self.output_projection.bias)
         if config.tie_output:
-            self.generator.weight = self.decoder.embedding.weight
+            self.output_projection.weight = self.decoder.embedding.weight
+        # course_lib <= 0.2 called the output layer ``generator``: keep those checkpoints loading
+        self._register_load_state_dict_pre_hook(rename_old_state_dict_keys)
 
     def source_mask(self, src: Tensor) -> Tensor | None:
         """Default source mask: ``(batch, 1, 1, src_len)`` or ``None`` without ``pad_id``."""
         return None if self.config.pad_id is None else padding_mask(src, self.config.pad_id)
 
+    def target_mask(self, tgt: Tensor, cache: DecoderCache | None = None) -> Tensor:
+        """Default mask of the decoder self-attention for ``tgt`` ``(batch, tgt_len)``.
+
+        Causal AND target padding, ``(batch, 1, tgt_len, tgt_len)``. With a
+        non-empty ``cache``, ``tgt`` holds only the new positions: the mask
+        ``(1, 1, tgt_len, cached_len + tgt_len)`` lets them see every cached
+        position and, among themselves, only earlier ones (chapter 10).
+        """
+        if cache is None or cache.length == 0:
+            return decoder_self_attention_mask(tgt, self.config.pad_id)
+        past, new = cache.length, tgt.size(1)
+        return causal_mask(past + new, device=tgt.device)[:, :, past:, :]
+
+    def check_encode_inputs(self, src: Tensor, src_mask: Tensor | None = None) -> None:
+        """Check the arguments of :meth:`encode`, raising ``ValueError``/``TypeError`` naming ``src`` or ``src_mask``."""
+        self.encoder.check_tokens(src, "src")
+        check_mask(src_mask, (src.size(0), self.config.n_heads, src.size(1), src.size(1)), "src_mask")
+
+    @checked_by(check_encode_inputs)
     def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
         """Encode ``src`` ``(batch, src_len)`` into ``memory`` ``(batch, src_len, d_model)``.
 
         ``src_mask``: bool, ``True`` = may attend, broadcastable to
         ``(batch, n_heads, src_len, src_len)``; default: the padding mask of
-        ``src`` (``(batch, 1, 1, src_len)``). Raises ``ValueError``/``TypeError``
-        naming ``src`` or ``src_mask`` for bad input. Source: section 3.1.
+        ``src`` (``(batch, 1, 1, src_len)``). Bad input raises
+        ``ValueError``/``TypeError`` naming ``src`` or ``src_mask``
+        (:meth:`check_encode_inputs`). Source: section 3.1.
         """
-        _check_tokens(src, "src")
         if src_mask is None:
             src_mask = self.source_mask(src)
-        check_mask(src_mask, (src.size(0), self.config.n_heads, src.size(1), src.size(1)), "src_mask")
         return self.encoder(src, src_mask)
 
+    def check_decode_inputs(self, tgt: Tensor, memory: Tensor, memory_mask: Tensor | None = None,
+                            tgt_mask: Tensor | None = None, cache: DecoderCache | None = None) -> None:
+        """Check the arguments of :meth:`decode`, raising ``ValueError``/``TypeError`` naming the bad one."""
+        past = cache.length if cache is not None else 0
+        self.decoder.check_tokens(tgt, "tgt", offset=past)
+        if tgt.size(0) != memory.size(0):
+            raise ValueError(f"batch sizes differ: tgt has {tgt.size(0)}, memory has {memory.size(0)}")
+        batch, n_heads, tgt_len = tgt.size(0), self.config.n_heads, tgt.size(1)
+        check_mask(memory_mask, (batch, n_heads, tgt_len, memory.size(1)), "memory_mask")
+        check_mask(tgt_mask, (batch, n_heads, tgt_len, past + tgt_len), "tgt_mask")
+
+    @checked_by(check_decode_inputs)
     def decode(
         self,
         tgt: Tensor,
         memory: Tensor,
-        src_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
         tgt_mask: Tensor | None = None,
         cache: DecoderCache | None = None,
     ) -> Tensor:
@@ -349,34 +392,43 @@ class Transformer(nn.Module):
         Args:
             tgt: ``(batch, tgt_len)`` ids (with a ``cache``: only the new positions).
             memory: the encoder output ``(batch, src_len, d_model)``.
-            src_mask: bool, broadcastable to ``(batch, n_heads, tgt_len,
+            memory_mask: bool, broadcastable to ``(batch, n_heads, tgt_len,
                 src_len)``: which source positions cross-attention may read
-                (usually the source padding mask ``(batch, 1, 1, src_len)``).
+                (usually the source padding mask ``(batch, 1, 1, src_len)``,
+                i.e. the ``src_mask`` of :meth:`encode`).
             tgt_mask: bool, broadcastable to ``(batch, n_heads, tgt_len,
-                cached_len + tgt_len)``; default causal AND target padding.
+                cached_len + tgt_len)``; default :meth:`target_mask` (causal
+                AND target padding).
             cache: a :class:`DecoderCache` for incremental decoding (chapter 10).
 
         Raises:
-            ValueError/TypeError naming ``tgt``, ``memory``, ``src_mask`` or
-            ``tgt_mask``. Source: section 3.1 and 3.2.3.
+            ValueError/TypeError naming ``tgt``, ``memory``, ``memory_mask`` or
+            ``tgt_mask`` (:meth:`check_decode_inputs`). Source: section 3.1 and 3.2.3.
         """
-        _check_tokens(tgt, "tgt")
-        if tgt.size(1) < 1:
-            raise ValueError(f"tgt must hold at least one position; got shape {tuple(tgt.shape)}")
-        if tgt.size(0) != memory.size(0):
-            raise ValueError(f"batch sizes differ: tgt has {tgt.size(0)}, memory has {memory.size(0)}")
-        past = cache.length if cache is not None else 0
-        check_mask(src_mask, (tgt.size(0), self.config.n_heads, tgt.size(1), memory.size(1)), "src_mask")
-        check_mask(tgt_mask, (tgt.size(0), self.config.n_heads, tgt.size(1), past + tgt.size(1)), "tgt_mask")
         if tgt_mask is None:
-            if cache is None or cache.length == 0:
-                tgt_mask = decoder_self_attention_mask(tgt, self.config.pad_id)
-            else:
-                past, new = cache.length, tgt.size(1)
-                tgt_mask = causal_mask(past + new, device=tgt.device)[:, :, past:, :]
-        hidden = self.decoder(tgt, memory, tgt_mask, src_mask, cache)
-        return self.generator(hidden)
+            tgt_mask = self.target_mask(tgt, cache)
+        hidden = self.decoder(tgt, memory, tgt_mask, memory_mask, cache)
+        return self.output_projection(hidden)
 
+    def check_inputs(
+        self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None
+    ) -> None:
+        """Check the arguments of :meth:`forward` once, raising ``ValueError``/``TypeError`` naming the bad one.
+
+        ``src_mask`` must suit both attentions that read the source: the
+        encoder self-attention ``(batch, n_heads, src_len, src_len)`` and the
+        cross-attention ``(batch, n_heads, tgt_len, src_len)``.
+        """
+        self.encoder.check_tokens(src, "src")
+        self.decoder.check_tokens(tgt, "tgt")
+        if src.size(0) != tgt.size(0):
+            raise ValueError(f"batch sizes differ: src has {src.size(0)}, tgt has {tgt.size(0)}")
+        batch, n_heads, src_len, tgt_len = src.size(0), self.config.n_heads, src.size(1), tgt.size(1)
+        check_mask(src_mask, (batch, n_heads, src_len, src_len), "src_mask")
+        check_mask(src_mask, (batch, n_heads, tgt_len, src_len), "src_mask")
+        check_mask(tgt_mask, (batch, n_heads, tgt_len, tgt_len), "tgt_mask")
+
+    @checked_by(check_inputs)
     def forward(
         self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None
     ) -> Tensor:
@@ -386,16 +438,14 @@ class Transformer(nn.Module):
         integer ids (``tgt`` is the shifted-right decoder input); the masks
         follow the course convention (bool, ``True`` = may attend) and default
         to the padding mask of ``src`` and causal AND padding for ``tgt``.
-        Raises ``ValueError``/``TypeError`` naming the bad argument.
+        :meth:`check_inputs` checks the arguments once (``encode``, ``decode``
+        and the layers they call do not check them again) and raises
+        ``ValueError``/``TypeError`` naming the bad argument.
         Source: Vaswani et al. (2017), section 3, figure 1.
         """
-        _check_tokens(src, "src")
-        _check_tokens(tgt, "tgt")
-        if src.size(0) != tgt.size(0):
-            raise ValueError(f"batch sizes differ: src has {src.size(0)}, tgt has {tgt.size(0)}")
-        memory = self.encode(src, src_mask)
         if src_mask is None:
             src_mask = self.source_mask(src)
+        memory = self.encode(src, src_mask)
         return self.decode(tgt, memory, src_mask, tgt_mask)
 
     def new_cache(self) -> DecoderCache:

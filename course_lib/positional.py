@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor, nn
 
-__all__ = ["sinusoidal_encoding", "SinusoidalPositionalEncoding", "LearnedPositionalEmbedding"]
+from .validation import check_hidden_states, check_int, check_number, checked_by
+
+__all__ = ["sinusoidal_encoding", "PositionalEncoding", "SinusoidalPositionalEncoding", "LearnedPositionalEmbedding"]
 
 
 def sinusoidal_encoding(max_len: int, d_model: int, dtype: torch.dtype = torch.float32) -> Tensor:
@@ -35,7 +35,8 @@ def sinusoidal_encoding(max_len: int, d_model: int, dtype: torch.dtype = torch.f
 
     Source: Vaswani et al. (2017), section 3.5.
     """
-    _check_sizes(max_len, d_model)
+    check_int(max_len, "max_len")
+    check_int(d_model, "d_model")
     if not dtype.is_floating_point:
         raise ValueError(f"dtype must be a floating dtype; got {dtype}")
     position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
@@ -47,38 +48,58 @@ def sinusoidal_encoding(max_len: int, d_model: int, dtype: torch.dtype = torch.f
     return pe.to(dtype)
 
 
-def _check_sizes(max_len: int, d_model: int) -> None:
-    for name, value in (("max_len", max_len), ("d_model", d_model)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int; got {value!r}")
+class PositionalEncoding(nn.Module):
+    """What the positional layers share: sizes, dropout and the check of their input.
 
-
-def _check_positions(x: Tensor, offset: int, max_len: int, d_model: int) -> None:
-    if x.dim() != 3 or x.size(-1) != d_model:
-        raise ValueError(f"x must have shape (batch, seq_len, {d_model}); got {tuple(x.shape)}")
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise ValueError(f"offset must be an int >= 0; got {offset!r}")
-    if offset + x.size(1) > max_len:
-        raise ValueError(
-            f"positions {offset}..{offset + x.size(1) - 1} exceed max_len={max_len}; "
-            f"build the encoding with a larger max_len or use shorter sequences"
-        )
-
-
-class SinusoidalPositionalEncoding(nn.Module):
-    """Add the sinusoidal table to the embeddings, then apply dropout.
-
-    The table is a registered *buffer* (moves with ``.to()``, saved in the
-    ``state_dict``, never trained).
+    On its own it adds no position at all, only dropout: the model then sees
+    no word order (``TransformerConfig(positional="none")``, chapter 3's
+    experiment). :class:`SinusoidalPositionalEncoding` and
+    :class:`LearnedPositionalEmbedding` add their positions.
 
     Args:
-        d_model: width of the embeddings.
-        max_len: the largest number of positions supported.
+        d_model: width of the embeddings, ``>= 1``.
+        max_len: the number of positions supported, ``>= 1``.
         dropout: dropout probability applied to the sum (paper: 0.1).
 
     Shapes:
         ``x``: ``(batch, seq_len, d_model)`` float -> same shape and dtype.
         ``offset``: the position of ``x[:, 0]`` (used by incremental decoding).
+    """
+
+    def __init__(self, d_model: int, max_len: int, dropout: float = 0.1) -> None:
+        super().__init__()
+        check_int(max_len, "max_len")
+        check_int(d_model, "d_model")
+        self.d_model = d_model
+        self.max_len = max_len
+        self.dropout = nn.Dropout(dropout)
+
+    def check_inputs(self, x: Tensor, offset: int = 0) -> None:
+        """Raise ``ValueError`` for ``x`` not ``(batch, seq_len, d_model)``, a bad ``offset``, or too many positions."""
+        check_hidden_states(x, "x", self.d_model)
+        check_int(offset, "offset", 0)
+        if offset + x.size(1) > self.max_len:
+            raise ValueError(
+                f"positions {offset}..{offset + x.size(1) - 1} exceed max_len={self.max_len}; "
+                f"build the encoding with a larger max_len or use shorter sequences"
+            )
+
+    @checked_by(check_inputs)
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        return self.dropout(x)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, max_len={self.max_len}"
+
+
+class SinusoidalPositionalEncoding(PositionalEncoding):
+    """Add the sinusoidal table to the embeddings, then apply dropout.
+
+    The table is a registered *buffer*: it moves with ``.to()`` and is never
+    trained; ``persistent=False`` keeps it out of the ``state_dict`` (it is
+    recomputed when the module is built).
+
+    Args and shapes: as :class:`PositionalEncoding` (``max_len`` default 5000).
 
     Raises:
         ValueError: wrong shape of ``x``, or ``offset + seq_len > max_len``.
@@ -87,21 +108,15 @@ class SinusoidalPositionalEncoding(nn.Module):
     """
 
     def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.1) -> None:
-        super().__init__()
-        self.d_model = d_model
-        self.max_len = max_len
-        self.dropout = nn.Dropout(dropout)
+        super().__init__(d_model, max_len, dropout)
         self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)
 
+    @checked_by(PositionalEncoding.check_inputs)
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        _check_positions(x, offset, self.max_len, self.d_model)
         return self.dropout(x + self.pe[offset : offset + x.size(1)].to(x.dtype))
 
-    def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, max_len={self.max_len}"
 
-
-class LearnedPositionalEmbedding(nn.Module):
+class LearnedPositionalEmbedding(PositionalEncoding):
     """A trained vector per position (as in BERT/GPT), added to the embeddings.
 
     Unlike the sinusoidal table it cannot represent a position it never saw in
@@ -131,20 +146,12 @@ class LearnedPositionalEmbedding(nn.Module):
     """
 
     def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.1, init_std: float = 1.0) -> None:
-        super().__init__()
-        _check_sizes(max_len, d_model)
-        if not 0 < init_std < math.inf:
-            raise ValueError(f"init_std must be a finite number > 0; got {init_std}")
-        self.d_model = d_model
-        self.max_len = max_len
+        super().__init__(d_model, max_len, dropout)
+        check_number(init_std, "init_std", low=0, low_inclusive=False)
         self.embedding = nn.Embedding(max_len, d_model)
         nn.init.normal_(self.embedding.weight, std=init_std)
-        self.dropout = nn.Dropout(dropout)
 
+    @checked_by(PositionalEncoding.check_inputs)
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        _check_positions(x, offset, self.max_len, self.d_model)
         positions = torch.arange(offset, offset + x.size(1), device=x.device)
         return self.dropout(x + self.embedding(positions).to(x.dtype))
-
-    def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, max_len={self.max_len}"

@@ -13,7 +13,10 @@ What is here, in the order chapter 9 introduces it:
   clipping, mixed precision, per-step logging of the three things to watch
   (loss, learning rate, gradient norm) plus attention entropy, validation,
   NaN/inf detection, checkpoints, exact resume, and data parallelism under
-  ``torchrun`` (DistributedDataParallel).
+  ``torchrun`` (DistributedDataParallel); its pieces :class:`TrainState`,
+  :func:`start_training`, :func:`step_batches`, :func:`train_step`,
+  :class:`TrainLog`, :func:`validate`, :func:`save_train_state` and
+  :func:`stop_reason`.
 * :func:`save_checkpoint`, :func:`load_checkpoint`, :func:`model_from_checkpoint`,
   :func:`export_for_inference` - what a checkpoint holds and how to use it.
 
@@ -35,12 +38,14 @@ import math
 import os
 import random
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 import torch
 from torch import Tensor, nn
+
+from .validation import check_choice, check_int, check_number, check_probability, check_token_ids, config_from_dict, model_setting
 
 __all__ = [
     "label_smoothed_cross_entropy",
@@ -55,6 +60,21 @@ __all__ = [
     "TrainResult",
     "TrainingDivergedError",
     "train",
+    "TrainState",
+    "start_training",
+    "step_batches",
+    "train_step",
+    "unpack_batch",
+    "ddp_no_sync",
+    "normalize_loss",
+    "mean_attention_entropy",
+    "reduce_step_stats",
+    "raise_if_diverged",
+    "clip_gradients",
+    "TrainLog",
+    "validate",
+    "save_train_state",
+    "stop_reason",
     "evaluate_loss",
     "save_checkpoint",
     "load_checkpoint",
@@ -141,14 +161,10 @@ def label_smoothed_cross_entropy(
         raise ValueError(
             f"logits must have shape target.shape + (V,); got logits {tuple(logits.shape)} and target {tuple(target.shape)}"
         )
-    if target.dtype.is_floating_point or target.dtype == torch.bool:
-        raise ValueError(f"target must be an integer tensor of class ids; got dtype {target.dtype}")
-    if not 0.0 <= label_smoothing < 1.0:
-        raise ValueError(f"label_smoothing must be in [0, 1); got {label_smoothing}")
-    if convention not in _CONVENTIONS:
-        raise ValueError(f"convention must be one of {_CONVENTIONS}; got {convention!r}")
-    if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"reduction must be 'mean', 'sum' or 'none'; got {reduction!r}")
+    check_token_ids(target, "target", ndim=None, what="class ids")
+    check_probability(label_smoothing, "label_smoothing")
+    check_choice(convention, "convention", _CONVENTIONS)
+    check_choice(reduction, "reduction", ("mean", "sum", "none"))
     n_classes = logits.size(-1)
     logp = torch.log_softmax(logits.float(), dim=-1)
     keep = torch.ones_like(target, dtype=torch.bool) if pad_id is None else target != pad_id
@@ -199,10 +215,8 @@ class LabelSmoothingLoss(nn.Module):
 
     def __init__(self, label_smoothing: float = 0.1, pad_id: int | None = 0, convention: str = "pytorch", reduction: str = "mean") -> None:
         super().__init__()
-        if convention not in _CONVENTIONS:
-            raise ValueError(f"convention must be one of {_CONVENTIONS}; got {convention!r}")
-        if not 0.0 <= label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing must be in [0, 1); got {label_smoothing}")
+        check_choice(convention, "convention", _CONVENTIONS)
+        check_probability(label_smoothing, "label_smoothing")
         self.label_smoothing = label_smoothing
         self.pad_id = pad_id
         self.convention = convention
@@ -220,11 +234,6 @@ class LabelSmoothingLoss(nn.Module):
 # --------------------------------------------------------------------------
 # Learning-rate schedules (step is 1-based: the step of the first update is 1)
 # --------------------------------------------------------------------------
-def _check_step(step: int) -> None:
-    if isinstance(step, bool) or not isinstance(step, int) or step < 1:
-        raise ValueError(f"step must be an int >= 1 (the first optimizer step is step 1); got {step!r}")
-
-
 def noam_lr(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> float:
     """The paper's schedule: ``factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)``.
 
@@ -249,7 +258,7 @@ def noam_lr(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> 
 
     Source: Vaswani et al. (2017), section 5.3, equation (3).
     """
-    _check_step(step)
+    check_int(step, "step", 1, hint=" (the first optimizer step is step 1)")
     if d_model < 1 or warmup_steps < 1:
         raise ValueError(f"d_model and warmup_steps must be positive; got d_model={d_model}, warmup_steps={warmup_steps}")
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
@@ -282,7 +291,7 @@ def warmup_cosine_lr(step: int, peak_lr: float, warmup_steps: int, total_steps: 
     Source: Loshchilov & Hutter (2017), "SGDR" (cosine annealing); warmup as
     in the paper, section 5.3.
     """
-    _check_step(step)
+    check_int(step, "step", 1, hint=" (the first optimizer step is step 1)")
     if warmup_steps < 0 or total_steps < 1:
         raise ValueError(f"need warmup_steps >= 0 and total_steps >= 1; got {warmup_steps}, {total_steps}")
     if step <= warmup_steps:
@@ -306,7 +315,7 @@ def warmup_constant_lr(step: int, peak_lr: float, warmup_steps: int) -> float:
 
     Source: chapter 9 (the simplest warmup).
     """
-    _check_step(step)
+    check_int(step, "step", 1, hint=" (the first optimizer step is step 1)")
     if warmup_steps < 0:
         raise ValueError(f"warmup_steps must be >= 0; got {warmup_steps}")
     return peak_lr if warmup_steps == 0 else peak_lr * min(1.0, step / warmup_steps)
@@ -405,32 +414,22 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         self.betas = tuple(self.betas)  # type: ignore[assignment]
-        if self.max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1; got {self.max_steps}")
-        if self.optimizer not in _OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {_OPTIMIZERS}; got {self.optimizer!r}")
-        if self.schedule not in _SCHEDULES:
-            raise ValueError(f"schedule must be one of {_SCHEDULES}; got {self.schedule!r}")
-        if self.smoothing_convention not in _CONVENTIONS:
-            raise ValueError(f"smoothing_convention must be one of {_CONVENTIONS}; got {self.smoothing_convention!r}")
-        if self.amp not in _AMP:
-            raise ValueError(f"amp must be one of {_AMP}; got {self.amp!r}")
-        if self.loss_normalization not in _NORMALIZATIONS:
-            raise ValueError(f"loss_normalization must be one of {_NORMALIZATIONS}; got {self.loss_normalization!r}")
-        if self.accumulation_steps < 1:
-            raise ValueError(f"accumulation_steps must be >= 1; got {self.accumulation_steps}")
-        if self.warmup_steps < 0 or (self.schedule == "noam" and self.warmup_steps < 1):
-            raise ValueError(f"warmup_steps must be >= 0 (>= 1 for noam); got {self.warmup_steps}")
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing must be in [0, 1); got {self.label_smoothing}")
+        check_int(self.max_steps, "max_steps")
+        check_choice(self.optimizer, "optimizer", _OPTIMIZERS)
+        check_choice(self.schedule, "schedule", _SCHEDULES)
+        check_choice(self.smoothing_convention, "smoothing_convention", _CONVENTIONS)
+        check_choice(self.amp, "amp", _AMP)
+        check_choice(self.loss_normalization, "loss_normalization", _NORMALIZATIONS)
+        check_int(self.accumulation_steps, "accumulation_steps")
+        noam = self.schedule == "noam"
+        check_int(self.warmup_steps, "warmup_steps", 1 if noam else 0, hint=" for the noam schedule" if noam else "")
+        check_probability(self.label_smoothing, "label_smoothing")
         if self.clip_grad_norm is not None and self.clip_grad_norm <= 0:
             raise ValueError(f"clip_grad_norm must be positive or None; got {self.clip_grad_norm}")
-        if self.log_every < 1:
-            raise ValueError(f"log_every must be >= 1; got {self.log_every}")
+        check_int(self.log_every, "log_every")
         if self.time_budget_s is not None and self.time_budget_s < 0:
             raise ValueError(f"time_budget_s must be >= 0 or None; got {self.time_budget_s}")
-        if self.lr <= 0:
-            raise ValueError(f"lr must be positive; got {self.lr}")
+        check_number(self.lr, "lr", low=0, low_inclusive=False)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (stored in checkpoints)."""
@@ -441,11 +440,7 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
         """Inverse of :meth:`to_dict`; unknown keys raise ``ValueError``."""
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"unknown TrainConfig fields: {sorted(unknown)}")
-        return cls(**d)
+        return config_from_dict(cls, d)
 
 
 def lr_at_step(step: int, config: TrainConfig, d_model: int, progress: float | None = None) -> float:
@@ -454,7 +449,7 @@ def lr_at_step(step: int, config: TrainConfig, d_model: int, progress: float | N
     Args:
         step: ``>= 1``.
         config: picks the schedule and its parameters.
-        d_model: model width (used by ``"noam"`` only).
+        d_model: model width (used by ``"noam"`` only; may be ``None`` otherwise).
         progress: elapsed-time fraction for a time-limited cosine decay.
 
     Returns:
@@ -517,7 +512,7 @@ def build_scheduler(
     Args:
         optimizer: from :func:`build_optimizer` (base lr 1.0).
         config: the schedule.
-        d_model: for ``"noam"``.
+        d_model: for ``"noam"`` (may be ``None`` for the other schedules).
         progress_fn: returns the elapsed-time fraction (or ``None``) for a
             time-limited cosine decay.
 
@@ -539,24 +534,33 @@ def _count_tokens(tgt_out: Tensor, pad_id: int | None) -> int:
     return int((tgt_out != pad_id).sum()) if pad_id is not None else tgt_out.numel()
 
 
-def _unpack(batch: Any) -> tuple[Tensor, Tensor, Tensor, Tensor | None, Tensor | None]:
+def unpack_batch(batch: Any, device: torch.device | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor | None, Tensor | None]:
+    """``(src, tgt_in, tgt_out, src_mask, tgt_mask)`` of one batch, moved to ``device`` if given.
+
+    A batch is a :class:`course_lib.data.Batch` (any object with attributes
+    ``src``, ``tgt_in``, ``tgt_out`` and optionally ``src_mask``,
+    ``tgt_mask``) or a ``(src, tgt_in, tgt_out)`` tuple, whose masks are
+    ``None`` (the model then builds them). Shapes: see the module docstring.
+
+    Raises:
+        ValueError: a tuple that does not have three items.
+        TypeError: an object without those attributes.
+    """
     if isinstance(batch, (tuple, list)):
         if len(batch) != 3:
             raise ValueError(f"a tuple batch must be (src, tgt_in, tgt_out); got {len(batch)} items")
-        src, tgt_in, tgt_out = batch
-        return src, tgt_in, tgt_out, None, None
-    try:
-        src, tgt_in, tgt_out = batch.src, batch.tgt_in, batch.tgt_out
-    except AttributeError as exc:
-        raise TypeError(
-            f"a batch needs attributes src, tgt_in, tgt_out (like course_lib.data.Batch) or must be a "
-            f"(src, tgt_in, tgt_out) tuple; got {type(batch).__name__}"
-        ) from exc
-    return src, tgt_in, tgt_out, getattr(batch, "src_mask", None), getattr(batch, "tgt_mask", None)
-
-
-def _to(t: Tensor | None, device: torch.device) -> Tensor | None:
-    return None if t is None else t.to(device, non_blocking=True)
+        parts = (*batch, None, None)
+    else:
+        try:
+            parts = (batch.src, batch.tgt_in, batch.tgt_out, getattr(batch, "src_mask", None), getattr(batch, "tgt_mask", None))
+        except AttributeError as exc:
+            raise TypeError(
+                f"a batch needs attributes src, tgt_in, tgt_out (like course_lib.data.Batch) or must be a "
+                f"(src, tgt_in, tgt_out) tuple; got {type(batch).__name__}"
+            ) from exc
+    if device is None:
+        return parts
+    return tuple(None if t is None else t.to(device, non_blocking=True) for t in parts)  # type: ignore[return-value]
 
 
 def _dist_info() -> tuple[int, int]:
@@ -647,8 +651,7 @@ def mixed_precision(amp: str, device: str | torch.device) -> tuple[Callable[[], 
     Precision Training" (loss scaling).
     """
     device = torch.device(device)
-    if amp not in _AMP:
-        raise ValueError(f"amp must be one of {_AMP}; got {amp!r}")
+    check_choice(amp, "amp", _AMP)
     if amp == "auto":
         amp = "fp16" if device.type == "cuda" else "off"
     if amp == "off":
@@ -696,6 +699,16 @@ def _serialize_tokenizers(tokenizers: dict[str, Any] | None) -> dict[str, str]:
         else:
             raise TypeError(f"tokenizer {name!r} ({type(tok).__name__}) has no to_json()/to_str(); pass a JSON string")
     return out
+
+
+def _atomic_torch_save(obj: dict[str, Any], path: str | os.PathLike) -> Path:
+    """``torch.save`` to ``path`` through a temporary file and a rename: never a half-written checkpoint."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+    return path
 
 
 def _model_config_dict(model: nn.Module) -> dict[str, Any] | None:
@@ -754,12 +767,7 @@ def save_checkpoint(
         "rng": _rng_state(),
         "extra": dict(extra or {}),
     }
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(ckpt, tmp)
-    os.replace(tmp, path)
-    return path
+    return _atomic_torch_save(ckpt, path)
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:
@@ -845,12 +853,7 @@ def export_for_inference(
         "rng": None,
         "extra": dict(ckpt.get("extra") or {}, weights_dtype=str(dtype).replace("torch.", "")),
     }
-    out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.with_name(out_path.name + ".tmp")
-    torch.save(small, tmp)
-    os.replace(tmp, out_path)
-    return out_path
+    return _atomic_torch_save(small, out_path)
 
 
 # --------------------------------------------------------------------------
@@ -917,11 +920,10 @@ def evaluate_loss(model: nn.Module, batches: Iterable[Any], pad_id: int | None =
     total, count = 0.0, 0
     try:
         for batch in batches:
-            src, tgt_in, tgt_out, src_mask, tgt_mask = _unpack(batch)
-            logits = module(_to(src, device), _to(tgt_in, device), _to(src_mask, device), _to(tgt_mask, device))
-            tgt_out = tgt_out.to(device)
+            src, tgt_in, tgt_out, src_mask, tgt_mask = unpack_batch(batch, device)
+            logits = module(src, tgt_in, src_mask, tgt_mask)
             total += float(label_smoothed_cross_entropy(logits, tgt_out, 0.0, pad_id, reduction="sum"))
-            count += int((tgt_out != pad_id).sum()) if pad_id is not None else tgt_out.numel()
+            count += _count_tokens(tgt_out, pad_id)
     finally:
         module.train(was_training)
     loss = total / max(count, 1)
@@ -939,6 +941,58 @@ def _groups(it: Iterator[Any], size: int, consumed: int) -> Iterator[tuple[int, 
             group = []
 
 
+@dataclass
+class TrainState:
+    """Everything a training run changes, in one object.
+
+    :func:`start_training` builds it (fresh or from a checkpoint), each
+    :func:`train_step` advances it by one optimizer step, :func:`step_batches`
+    moves it through the data, and :func:`save_train_state` writes it to a
+    checkpoint that :func:`start_training` can resume from.
+
+    Attributes:
+        config: the run's :class:`TrainConfig`.
+        model: the module being trained (never a wrapper): what is saved,
+            clipped and asked for its attention entropy.
+        ddp_model: what the forward pass calls: a ``DistributedDataParallel``
+            wrapper of ``model`` when several processes train, else ``model``.
+        optimizer, scheduler: from :func:`build_optimizer` and :func:`build_scheduler`.
+        scaler: a ``torch.amp.GradScaler`` (``amp="fp16"``) or ``None``.
+        autocast: makes the forward pass's autocast context (:func:`mixed_precision`).
+        device: where the model and the batches are.
+        rank, world: this process's rank and the number of processes.
+        step: optimizer steps done, those before a resume included.
+        epoch, skip: the epoch being read, and how many of its batches a
+            resumed run skips.
+        position: ``{"epoch", "batch"}`` reached by the last step (stored in
+            checkpoints as the data position).
+        pending_rng: the random states of the checkpoint resumed from, until
+            :func:`step_batches` restores them.
+        start_time: ``time.perf_counter()`` when the run started.
+        checkpoint: the last checkpoint file written, or ``None``.
+        checkpoint_step: the step of the last :func:`save_train_state` call (-1: none).
+    """
+
+    config: TrainConfig
+    model: nn.Module
+    ddp_model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    scaler: Any
+    autocast: Callable[[], Any]
+    device: torch.device
+    rank: int = 0
+    world: int = 1
+    step: int = 0
+    epoch: int = 0
+    skip: int = 0
+    position: dict[str, int] = field(default_factory=dict)
+    pending_rng: dict[str, Any] | None = None
+    start_time: float = 0.0
+    checkpoint: str | None = None
+    checkpoint_step: int = -1
+
+
 def train(
     model: nn.Module,
     train_data: Callable[[int], Iterable[Any]] | Iterable[Any],
@@ -952,6 +1006,13 @@ def train(
     callback: Callable[[int, nn.Module], bool | None] | None = None,
 ) -> TrainResult:
     """Train ``model`` with teacher forcing; return the logged history.
+
+    The loop, built from named pieces: :func:`start_training` (seeds or a
+    checkpoint, optimizer, scheduler, scaler, in a :class:`TrainState`),
+    :func:`step_batches` (the batches of each step, epoch after epoch),
+    :func:`train_step` (one optimizer step), :class:`TrainLog` (history, log
+    file, progress bar), :func:`validate`, :func:`save_train_state` and
+    :func:`stop_reason` (callback, ``max_steps``, time budget).
 
     One optimizer step: for each of ``accumulation_steps`` micro-batches,
     ``logits = model(src, tgt_in, src_mask, tgt_mask)``, the label-smoothed
@@ -1017,23 +1078,86 @@ def train(
 
     Source: Vaswani et al. (2017), section 5; chapter 9.
     """
-    from tqdm.auto import tqdm
-
     config = config or TrainConfig()
+    state = start_training(model, config, device, resume_from)
+    log = TrainLog(config, state.rank, state.step)
+    state.ddp_model.train()
+    stopped = None
+    try:
+        for group in step_batches(train_data, state):
+            entry = train_step(state, group)  # forward, loss, backward, clip, optimizer and scheduler steps
+            elapsed = time.perf_counter() - state.start_time
+            log.log_step(dict(entry, elapsed_s=round(elapsed, 3)))
+            if _due(config.eval_every, state.step):
+                validate(state, valid_data, log)
+            if _due(config.checkpoint_every, state.step):
+                save_train_state(state, tokenizers, extra)
+            stopped = stop_reason(state, elapsed, callback)
+            if stopped is not None:
+                break
+        if not _due(config.eval_every, state.step):  # a last validation, unless this step had one
+            validate(state, valid_data, log)
+        if config.checkpoint_path and state.checkpoint_step != state.step:
+            save_train_state(state, tokenizers, extra)
+    finally:
+        log.close()
+        if hasattr(state.model, "record_attention"):
+            state.model.record_attention(False)
+    return TrainResult(
+        step=state.step, history=log.history, valid_history=log.valid_history,
+        elapsed_s=time.perf_counter() - state.start_time, stopped=stopped or "max_steps", checkpoint=state.checkpoint,
+    )
+
+
+def _due(every: int | None, step: int) -> bool:
+    """Whether something done every ``every`` steps (``0``/``None``: never) is due at ``step``."""
+    return bool(every) and step % every == 0
+
+
+def start_training(
+    model: nn.Module,
+    config: TrainConfig,
+    device: str | torch.device | None = None,
+    resume_from: str | os.PathLike | dict[str, Any] | None = None,
+) -> TrainState:
+    """Set up a run: device, seeds or a checkpoint, DDP wrapper, optimizer, scheduler, scaler.
+
+    A fresh run seeds torch and Python's ``random`` with ``config.seed``; a
+    resumed one loads the model, optimizer, scheduler and scaler states, the
+    step and the data position of ``resume_from`` (its random states are
+    restored later, by :func:`step_batches`). Under ``torch.distributed``
+    the model is wrapped in ``DistributedDataParallel``.
+
+    Args:
+        model: the model (a ``DistributedDataParallel`` wrapper is used as it
+            is); moved to ``device``.
+        config: the run's settings.
+        device: default CUDA if available, else CPU.
+        resume_from: a checkpoint path or dict from :func:`save_train_state`.
+
+    Returns:
+        the :class:`TrainState` of step 0, or of the checkpoint's step.
+
+    Raises:
+        ValueError: ``schedule="noam"`` with a model that has no
+            ``config.d_model``; ``amp="fp16"`` without CUDA.
+    """
     device = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
     rank, world = _dist_info()
     module = getattr(model, "module", model).to(device)
-    d_model = getattr(getattr(module, "config", None), "d_model", None) or 512
-
+    d_model = model_setting(module, "d_model")
+    if d_model is None and config.schedule == "noam":
+        raise ValueError(
+            "schedule='noam' needs the model width d_model, but the model has no config.d_model: "
+            "give the model a config with d_model, or use schedule='warmup_cosine' or 'warmup_constant'"
+        )
     start_time = time.perf_counter()
     budget = config.time_budget_s
 
-    def time_progress() -> float | None:
+    def time_progress() -> float | None:  # the share of the time budget used: a cosine decay follows it
         if budget is None:
             return None
-        if budget <= 0:
-            return 1.0
-        return min((time.perf_counter() - start_time) / budget, 1.0)
+        return 1.0 if budget <= 0 else min((time.perf_counter() - start_time) / budget, 1.0)
 
     ckpt = None
     if resume_from is not None:
@@ -1042,7 +1166,6 @@ def train(
     else:
         torch.manual_seed(config.seed)
         random.seed(config.seed)
-
     if world > 1 and not isinstance(model, nn.parallel.DistributedDataParallel):
         ddp_model: nn.Module = nn.parallel.DistributedDataParallel(module, device_ids=[device.index] if device.type == "cuda" else None)
     else:
@@ -1050,187 +1173,312 @@ def train(
     optimizer = build_optimizer(module, config)
     scheduler = build_scheduler(optimizer, config, d_model, time_progress)
     autocast, scaler = mixed_precision(config.amp, device)
-
-    step, epoch, skip = 0, 0, 0
+    state = TrainState(config, module, ddp_model, optimizer, scheduler, scaler, autocast, device, rank, world, start_time=start_time)
     if ckpt is not None:
         optimizer.load_state_dict(ckpt["optimizer"])
         scheduler.load_state_dict(ckpt["scheduler"])
         if scaler is not None and ckpt.get("scaler") is not None:
             scaler.load_state_dict(ckpt["scaler"])
-        step = int(ckpt["step"])
-        pos = (ckpt.get("extra") or {}).get("data_position", {})
-        epoch, skip = int(pos.get("epoch", 0)), int(pos.get("batch", 0))
-    pending_rng = ckpt.get("rng") if ckpt is not None else None
+        position = (ckpt.get("extra") or {}).get("data_position", {})
+        state.step, state.epoch, state.skip = int(ckpt["step"]), int(position.get("epoch", 0)), int(position.get("batch", 0))
+        state.pending_rng = ckpt.get("rng")
+    state.position = {"epoch": state.epoch, "batch": state.skip}
+    return state
 
-    has_recorder = hasattr(module, "record_attention")
-    result = TrainResult(step=step)
-    log_file = open(config.log_path, "a", encoding="utf-8") if (config.log_path and rank == 0) else None
-    bar = tqdm(total=config.max_steps, initial=step, disable=not config.progress or rank != 0, dynamic_ncols=True, desc="train")
-    group_size = world * config.accumulation_steps
-    last_ckpt: str | None = None
 
-    last_ckpt_step = -1
+def step_batches(train_data: Callable[[int], Iterable[Any]] | Iterable[Any], state: TrainState) -> Iterator[list[Any]]:
+    """Yield, step after step, the ``world * accumulation_steps`` batches of one optimizer step.
 
-    def write_checkpoint(position: dict[str, int]) -> None:
-        nonlocal last_ckpt, last_ckpt_step
-        last_ckpt_step = step
-        if config.checkpoint_path and rank == 0:
-            path = config.checkpoint_path.format(step=step) if "{step}" in config.checkpoint_path else config.checkpoint_path
-            save_checkpoint(
-                path, module, optimizer, scheduler, step=step, train_config=config,
-                tokenizers=tokenizers, scaler=scaler, extra=dict(extra or {}, data_position=position),
+    Reads epoch ``state.epoch`` of ``train_data`` (see :func:`train`),
+    skipping the ``state.skip`` batches a resumed run has already used, then
+    the following epochs, while ``state.step < config.max_steps``; the tail of
+    an epoch too short for a whole step is dropped. Keeps ``state.position``
+    (epoch, batches read) up to date for the checkpoints. A resumed run's
+    random states are restored once the first epoch's iterator exists.
+
+    Raises:
+        ValueError: an epoch that does not give one whole optimizer step.
+    """
+    size = state.world * state.config.accumulation_steps
+    while state.step < state.config.max_steps:
+        stream = iter(_epoch_stream(train_data, state.epoch))
+        for _ in range(state.skip):
+            if next(stream, _END) is _END:
+                break
+        if state.pending_rng is not None:
+            # Restore the random state only now: creating a DataLoader
+            # iterator draws from the global generator, which the
+            # uninterrupted run did at the start of the epoch, not here.
+            _set_rng_state(state.pending_rng)
+            state.pending_rng = None
+        progressed = False
+        for consumed, group in _groups(stream, size, state.skip):
+            progressed = True
+            state.position = {"epoch": state.epoch, "batch": consumed}  # consumed counts from state.skip
+            yield group
+        if not progressed and state.skip == 0:
+            raise ValueError(
+                f"epoch {state.epoch} of train_data gave no full optimizer step (needs {size} batches: "
+                f"world_size {state.world} x accumulation_steps {state.config.accumulation_steps})"
             )
-            last_ckpt = str(path)
+        state.epoch, state.skip = state.epoch + 1, 0
+        state.position = {"epoch": state.epoch, "batch": 0}
 
-    def run_validation() -> None:
-        if valid_data is None or rank != 0:
-            return
-        v = evaluate_loss(module, valid_data, config.pad_id, device)
-        entry = {"step": step, "valid_loss": v["loss"], "valid_ppl": v["ppl"]}
-        result.valid_history.append(entry)
-        if log_file is not None:
-            log_file.write(json.dumps(entry) + "\n")
-            log_file.flush()
-        bar.write(f"step {step}: valid loss {v['loss']:.4f} (ppl {v['ppl']:.2f})")
 
-    ddp_model.train()
-    stopped = "max_steps"
-    position = {"epoch": epoch, "batch": skip}
-    try:
-        while step < config.max_steps and stopped == "max_steps":
-            progressed = False
-            stream = iter(_epoch_stream(train_data, epoch))
-            for _ in range(skip):
-                if next(stream, _END) is _END:
-                    break
-            if pending_rng is not None:
-                # Restore the random state only now: creating a DataLoader
-                # iterator draws from the global generator, which the
-                # uninterrupted run did at the start of the epoch, not here.
-                _set_rng_state(pending_rng)
-                pending_rng = None
-            for consumed, group in _groups(stream, group_size, skip):
-                progressed = True
-                step += 1
-                lr = optimizer.param_groups[0]["lr"]
-                mine = group[rank * config.accumulation_steps : (rank + 1) * config.accumulation_steps]
-                want_entropy = bool(has_recorder and config.entropy_every and step % config.entropy_every == 0)
-                loss_sum = torch.zeros((), device=device)
-                n_tokens = 0
-                by_tokens = config.loss_normalization == "tokens"
-                if by_tokens:  # every process sees the whole group, so each knows the total
-                    group_tokens = max(1, sum(_count_tokens(_unpack(b)[2], config.pad_id) for b in group))
-                optimizer.zero_grad(set_to_none=True)
-                for i, batch in enumerate(mine):
-                    src, tgt_in, tgt_out, src_mask, tgt_mask = _unpack(batch)
-                    src, tgt_in, tgt_out = src.to(device), tgt_in.to(device), tgt_out.to(device)
-                    last_micro = i == len(mine) - 1
-                    if want_entropy and last_micro:
-                        module.record_attention(True)
-                    sync = contextlib.nullcontext() if (last_micro or world == 1) else ddp_model.no_sync()
-                    with sync:
-                        with autocast():
-                            logits = ddp_model(src, tgt_in, _to(src_mask, device), _to(tgt_mask, device))
-                        loss = label_smoothed_cross_entropy(
-                            logits, tgt_out, config.label_smoothing, config.pad_id,
-                            convention=config.smoothing_convention, reduction="sum" if by_tokens else "mean",
-                        )
-                        # DDP averages gradients over processes: "tokens" multiplies by world to undo it
-                        scaled = loss * (world / group_tokens) if by_tokens else loss / config.accumulation_steps
-                        (scaler.scale(scaled) if scaler is not None else scaled).backward()
-                    loss_sum += loss.detach()
-                    n_tokens += _count_tokens(tgt_out, config.pad_id)
-                entropy = None
-                if want_entropy:
-                    from .metrics import model_attention_entropy
+def train_step(state: TrainState, group: list[Any]) -> dict[str, Any]:
+    """One optimizer step over this process's micro-batches of ``group``; return the step's log entry.
 
-                    values = [v for v in model_attention_entropy(module).values() if not math.isnan(v)]
-                    entropy = sum(values) / len(values) if values else None
-                    module.record_attention(False)
+    ``group`` holds the ``world * accumulation_steps`` batches of the step;
+    this process uses its ``accumulation_steps`` of them (see :func:`train`).
+    The gradients are zeroed first (so that afterwards ``.grad`` holds this
+    step's gradients), then for each micro-batch: the forward pass under
+    autocast, the label-smoothed loss against ``tgt_out``, and the backward
+    pass of the loss divided by :func:`normalize_loss` (gradients add up over
+    the micro-batches; DDP averages them over the processes after the last
+    one). Then: unscale (float16), clip the global norm, optimizer step,
+    scheduler step (once per optimizer step, never per micro-batch).
 
-                share = loss_sum * (world / group_tokens) if by_tokens else loss_sum / len(mine)
-                stats = torch.stack([share, torch.tensor(float(n_tokens), device=device)])
-                if world > 1:
-                    import torch.distributed as dist
+    Returns:
+        ``{"step", "loss", "lr", "grad_norm", "attn_entropy", "tokens"}``:
+        the step number, its loss (all micro-batches and processes), the
+        learning rate it used, the gradient norm before clipping, the mean
+        attention entropy of its last micro-batch (every
+        ``config.entropy_every`` steps, else ``None``) and its target tokens.
 
-                    dist.all_reduce(stats)
-                    stats[0] /= world
-                step_loss, step_tokens = float(stats[0]), int(stats[1])
-                if not math.isfinite(step_loss):
-                    raise TrainingDivergedError(
-                        f"training loss is {step_loss} at step {step} (lr {lr:.3g}). Stopped. Usual causes: a "
-                        f"learning rate too high or a warmup too short, float16 overflow without a GradScaler, "
-                        f"or a bad batch (e.g. logits of all -inf). Lower lr, lengthen warmup_steps, enable "
-                        f"gradient clipping, or resume from the last good checkpoint."
-                    )
-                if scaler is not None:
-                    scaler.unscale_(optimizer)
-                params = [p for p in module.parameters() if p.grad is not None]
-                if config.clip_grad_norm is not None:
-                    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, config.clip_grad_norm))
-                else:
-                    from .metrics import gradient_global_norm
+    Raises:
+        TrainingDivergedError: a non-finite loss, or (without a scaler) gradient norm.
+    """
+    config, model, optimizer, scaler = state.config, state.model, state.optimizer, state.scaler
+    state.step += 1
+    lr = optimizer.param_groups[0]["lr"]  # the learning rate of this update
+    micro_batches = group[state.rank * config.accumulation_steps : (state.rank + 1) * config.accumulation_steps]
+    want_entropy = hasattr(model, "record_attention") and _due(config.entropy_every, state.step)
+    by_tokens = config.loss_normalization == "tokens"
+    group_tokens = _group_tokens(group, config.pad_id) if by_tokens else None  # of all processes: each sees the group
+    optimizer.zero_grad(set_to_none=True)
+    loss_sum, n_tokens = torch.zeros((), device=state.device), 0
+    for i, batch in enumerate(micro_batches):
+        src, tgt_in, tgt_out, src_mask, tgt_mask = unpack_batch(batch, state.device)
+        last = i == len(micro_batches) - 1
+        if want_entropy and last:
+            model.record_attention(True)
+        with ddp_no_sync(state, last):
+            with state.autocast():
+                logits = state.ddp_model(src, tgt_in, src_mask, tgt_mask)
+            loss = label_smoothed_cross_entropy(
+                logits, tgt_out, config.label_smoothing, config.pad_id,
+                convention=config.smoothing_convention, reduction="sum" if by_tokens else "mean",
+            )
+            scaled = normalize_loss(loss, state, group_tokens)
+            (scaler.scale(scaled) if scaler is not None else scaled).backward()
+        loss_sum += loss.detach()
+        n_tokens += _count_tokens(tgt_out, config.pad_id)
+    entropy = mean_attention_entropy(model) if want_entropy else None
+    step_loss, step_tokens = reduce_step_stats(state, normalize_loss(loss_sum, state, group_tokens), n_tokens)
+    raise_if_diverged(state.step, lr, step_loss)
+    if scaler is not None:
+        scaler.unscale_(optimizer)  # the true gradients, in float32, before clipping
+    grad_norm = clip_gradients(model, config.clip_grad_norm)  # the norm before clipping
+    if scaler is not None:
+        scaler.step(optimizer)  # skipped if a gradient is inf/NaN
+        scaler.update()
+    else:
+        raise_if_diverged(state.step, lr, step_loss, grad_norm)
+        optimizer.step()
+    state.scheduler.step()
+    return {
+        "step": state.step, "loss": step_loss, "lr": lr, "grad_norm": grad_norm, "attn_entropy": entropy, "tokens": step_tokens,
+    }
 
-                    grad_norm = gradient_global_norm(params)
-                if scaler is None and not math.isfinite(grad_norm):
-                    raise TrainingDivergedError(
-                        f"gradient norm is {grad_norm} at step {step} (loss {step_loss:.4f}, lr {lr:.3g}). Stopped: "
-                        f"an overflow in the backward pass; lower the learning rate or use float32."
-                    )
-                if scaler is not None:
-                    scaler.step(optimizer)
-                    scaler.update()
-                else:
-                    optimizer.step()
-                scheduler.step()
-                position = {"epoch": epoch, "batch": skip + consumed}
-                elapsed = time.perf_counter() - start_time
 
-                if step % config.log_every == 0 or entropy is not None:
-                    entry = {
-                        "step": step, "loss": step_loss, "lr": lr, "grad_norm": grad_norm,
-                        "attn_entropy": entropy, "tokens": step_tokens, "elapsed_s": round(elapsed, 3),
-                    }
-                    result.history.append(entry)
-                    if log_file is not None:
-                        log_file.write(json.dumps(entry) + "\n")
-                        log_file.flush()
-                    bar.set_postfix(loss=f"{step_loss:.3f}", lr=f"{lr:.2e}", gnorm=f"{grad_norm:.2f}", refresh=False)
-                bar.update(1)
+def _group_tokens(group: list[Any], pad_id: int | None) -> int:
+    """Target tokens of all the batches of ``group`` (at least 1)."""
+    return max(1, sum(_count_tokens(unpack_batch(b)[2], pad_id) for b in group))
 
-                if config.eval_every and step % config.eval_every == 0:
-                    run_validation()
-                if config.checkpoint_every and step % config.checkpoint_every == 0:
-                    write_checkpoint(position)
-                if callback is not None and callback(step, module):
-                    stopped = "callback"
-                    break
-                if step >= config.max_steps:
-                    break
-                if budget is not None and elapsed >= budget:
-                    stopped = "time_budget"
-                    break
-            else:
-                if not progressed and skip == 0:
-                    raise ValueError(
-                        f"epoch {epoch} of train_data gave no full optimizer step (needs {group_size} batches: "
-                        f"world_size {world} x accumulation_steps {config.accumulation_steps})"
-                    )
-                epoch, skip = epoch + 1, 0
-                position = {"epoch": epoch, "batch": 0}
-                continue
-        if not (config.eval_every and step % config.eval_every == 0):
-            run_validation()
-        if config.checkpoint_path and last_ckpt_step != step:
-            write_checkpoint(position)
-    finally:
-        bar.close()
-        if log_file is not None:
-            log_file.close()
-        if has_recorder:
-            module.record_attention(False)
-    result.step = step
-    result.elapsed_s = time.perf_counter() - start_time
-    result.stopped = stopped
-    result.checkpoint = last_ckpt
-    return result
+
+def ddp_no_sync(state: TrainState, last: bool) -> contextlib.AbstractContextManager:
+    """``ddp_model.no_sync()`` for every micro-batch but the ``last`` under DDP, else a no-op context.
+
+    DDP all-reduces the gradients during ``backward()``; inside ``no_sync`` it
+    only accumulates them locally, so one optimizer step communicates once.
+    """
+    return contextlib.nullcontext() if (last or state.world == 1) else state.ddp_model.no_sync()
+
+
+def normalize_loss(loss: Tensor, state: TrainState, group_tokens: int | None) -> Tensor:
+    """A micro-batch loss (or the step's sum of them) scaled so that the step's gradient is the right mean.
+
+    ``loss_normalization="batches"`` (``group_tokens`` is ``None``): the mean
+    loss divided by ``accumulation_steps``. ``"tokens"``: the summed token
+    loss times ``world / group_tokens``, ``group_tokens`` being the target
+    tokens of all processes' micro-batches; DDP divides the summed gradients
+    by ``world``, which the factor ``world`` undoes.
+    """
+    if group_tokens is not None:
+        return loss * (state.world / group_tokens)
+    return loss / state.config.accumulation_steps
+
+
+def mean_attention_entropy(model: nn.Module) -> float | None:
+    """Mean attention entropy (nats) of the layers that recorded attention, then stop recording.
+
+    ``None`` when no layer has a value (see
+    :func:`course_lib.metrics.model_attention_entropy`).
+    """
+    from .metrics import model_attention_entropy
+
+    values = [v for v in model_attention_entropy(model).values() if not math.isnan(v)]
+    model.record_attention(False)
+    return sum(values) / len(values) if values else None
+
+
+def reduce_step_stats(state: TrainState, loss: Tensor, n_tokens: int) -> tuple[float, int]:
+    """The step's loss, averaged over the processes, and its target tokens, summed over them.
+
+    Args:
+        loss: this process's share of the step loss (a scalar tensor).
+        n_tokens: this process's target tokens.
+
+    Returns:
+        ``(loss, tokens)`` as Python numbers (one ``all_reduce`` under DDP).
+    """
+    stats = torch.stack([loss, torch.tensor(float(n_tokens), device=state.device)])
+    if state.world > 1:
+        import torch.distributed as dist
+
+        dist.all_reduce(stats)
+        stats[0] /= state.world
+    return float(stats[0]), int(stats[1])
+
+
+def raise_if_diverged(step: int, lr: float, loss: float, grad_norm: float | None = None) -> None:
+    """Raise :class:`TrainingDivergedError` when the step's ``loss``, or its ``grad_norm`` if given, is NaN or infinite.
+
+    The message names the step and the learning rate, and what usually causes it.
+    """
+    if not math.isfinite(loss):
+        raise TrainingDivergedError(
+            f"training loss is {loss} at step {step} (lr {lr:.3g}). Stopped. Usual causes: a "
+            f"learning rate too high or a warmup too short, float16 overflow without a GradScaler, "
+            f"or a bad batch (e.g. logits of all -inf). Lower lr, lengthen warmup_steps, enable "
+            f"gradient clipping, or resume from the last good checkpoint."
+        )
+    if grad_norm is not None and not math.isfinite(grad_norm):
+        raise TrainingDivergedError(
+            f"gradient norm is {grad_norm} at step {step} (loss {loss:.4f}, lr {lr:.3g}). Stopped: "
+            f"an overflow in the backward pass; lower the learning rate or use float32."
+        )
+
+
+def clip_gradients(model: nn.Module, max_norm: float | None) -> float:
+    """Clip the global gradient norm of ``model`` to ``max_norm`` (``None``: no clipping); return the norm before.
+
+    The norm treats all gradients as one vector (parameters without a
+    gradient are skipped); :func:`torch.nn.utils.clip_grad_norm_` rescales
+    them in place when it exceeds ``max_norm``.
+    """
+    params = [p for p in model.parameters() if p.grad is not None]
+    if max_norm is not None:
+        return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+    from .metrics import gradient_global_norm
+
+    return gradient_global_norm(params)
+
+
+class TrainLog:
+    """What a run records: its history, a JSON-lines file and a progress bar.
+
+    Only rank 0 writes ``config.log_path`` (one JSON line per entry, appended)
+    and shows the ``tqdm`` bar (when ``config.progress``).
+
+    Attributes:
+        history: the logged step entries (see :class:`TrainResult`).
+        valid_history: the validation entries.
+    """
+
+    def __init__(self, config: TrainConfig, rank: int = 0, initial_step: int = 0) -> None:
+        from tqdm.auto import tqdm
+
+        self.log_every = config.log_every
+        self.history: list[dict[str, Any]] = []
+        self.valid_history: list[dict[str, Any]] = []
+        self.file = open(config.log_path, "a", encoding="utf-8") if (config.log_path and rank == 0) else None
+        disable = not config.progress or rank != 0
+        self.bar = tqdm(total=config.max_steps, initial=initial_step, disable=disable, dynamic_ncols=True, desc="train")
+
+    def log_step(self, entry: dict[str, Any]) -> None:
+        """Keep a step's entry every ``log_every`` steps, and whenever it has an attention entropy."""
+        if entry["step"] % self.log_every == 0 or entry["attn_entropy"] is not None:
+            self.history.append(entry)
+            self.write(entry)
+            loss, lr, gnorm = f"{entry['loss']:.3f}", f"{entry['lr']:.2e}", f"{entry['grad_norm']:.2f}"
+            self.bar.set_postfix(loss=loss, lr=lr, gnorm=gnorm, refresh=False)
+        self.bar.update(1)
+
+    def log_validation(self, entry: dict[str, Any]) -> None:
+        """Keep a ``{"step", "valid_loss", "valid_ppl"}`` entry and print it above the bar."""
+        self.valid_history.append(entry)
+        self.write(entry)
+        self.bar.write(f"step {entry['step']}: valid loss {entry['valid_loss']:.4f} (ppl {entry['valid_ppl']:.2f})")
+
+    def write(self, entry: dict[str, Any]) -> None:
+        """Append ``entry`` to the log file as one JSON line (when there is a file)."""
+        if self.file is not None:
+            self.file.write(json.dumps(entry) + "\n")
+            self.file.flush()
+
+    def close(self) -> None:
+        """Close the bar and the file."""
+        self.bar.close()
+        if self.file is not None:
+            self.file.close()
+
+
+def validate(state: TrainState, valid_data: Iterable[Any] | None, log: TrainLog) -> None:
+    """Log the validation loss of ``valid_data`` at ``state.step`` (rank 0; nothing when there is no data).
+
+    The loss is :func:`evaluate_loss`'s plain cross-entropy per target token,
+    in eval mode (no dropout, no label smoothing); ``valid_ppl`` is its exp.
+    """
+    if valid_data is None or state.rank != 0:
+        return
+    v = evaluate_loss(state.model, valid_data, state.config.pad_id, state.device)
+    log.log_validation({"step": state.step, "valid_loss": v["loss"], "valid_ppl": v["ppl"]})
+
+
+def save_train_state(state: TrainState, tokenizers: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> None:
+    """Write ``state`` to ``config.checkpoint_path`` with :func:`save_checkpoint` (rank 0 only).
+
+    A ``{step}`` in the path is replaced by the step. The checkpoint holds the
+    model, optimizer, scheduler and scaler states, the step, the config, the
+    ``tokenizers``, the random states and ``extra`` plus the data position:
+    all that :func:`start_training` needs to resume exactly. Without a
+    ``checkpoint_path`` nothing is written. Sets ``state.checkpoint_step``
+    (and ``state.checkpoint`` when a file is written).
+    """
+    state.checkpoint_step = state.step
+    path = state.config.checkpoint_path
+    if path and state.rank == 0:
+        path = path.format(step=state.step) if "{step}" in path else path
+        save_checkpoint(
+            path, state.model, state.optimizer, state.scheduler, step=state.step, train_config=state.config,
+            tokenizers=tokenizers, scaler=state.scaler, extra=dict(extra or {}, data_position=state.position),
+        )
+        state.checkpoint = str(path)
+
+
+def stop_reason(state: TrainState, elapsed: float, callback: Callable[[int, nn.Module], bool | None] | None = None) -> str | None:
+    """Why training stops after this step: ``"callback"``, ``"max_steps"``, ``"time_budget"``, or ``None`` (go on).
+
+    ``callback(step, model)`` is called first, at every step; returning
+    ``True`` stops. ``elapsed`` is the run's seconds so far, compared with
+    ``config.time_budget_s``.
+    """
+    if callback is not None and callback(state.step, state.model):
+        return "callback"
+    if state.step >= state.config.max_steps:
+        return "max_steps"
+    budget = state.config.time_budget_s
+    if budget is not None and elapsed >= budget:
+        return "time_budget"
+    return None

@@ -15,7 +15,8 @@ Library:
 * :class:`Translator` - a trained model with its tokenizers:
   :meth:`Translator.translate`, :meth:`Translator.evaluate`,
   :meth:`Translator.from_checkpoint`.
-* :func:`test_pairs` - the held-out test pairs of a data configuration.
+* :func:`held_out_pairs` - the held-out test (or validation) pairs of a data configuration.
+* Decoding settings are one :class:`course_lib.decoding.GenerationConfig`.
 
 Nothing runs at import time.
 """
@@ -27,7 +28,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, make_dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -35,10 +36,11 @@ import torch
 from torch import nn
 
 from . import __version__
-from .decoding import beam_search, greedy_decode, sample
+from .decoding import GenerationConfig, beam_generate, generate
 from .metrics import bleu
 from .model import Transformer, TransformerConfig
 from .training import TrainConfig, TrainResult, export_for_inference, init_distributed, load_checkpoint, model_from_checkpoint, train
+from .validation import config_from_dict, model_setting
 
 __all__ = [
     "ModelSettings",
@@ -46,37 +48,43 @@ __all__ = [
     "build_data",
     "build_model",
     "train_translator",
-    "test_pairs",
+    "held_out_pairs",
     "Translator",
     "main",
 ]
 
 
-@dataclass
-class ModelSettings:
-    """The architecture part of a :class:`Recipe` (vocabulary sizes come from the tokenizers).
+#: The architecture of the course's translator (``checkpoints/README.md``): the fields of
+#: :class:`course_lib.model.TransformerConfig` that a :class:`Recipe` sets, with their defaults.
+RECIPE_ARCHITECTURE: dict[str, Any] = {
+    "d_model": 128, "n_heads": 4, "n_encoder_layers": 2, "n_decoder_layers": 2, "d_ff": 512, "dropout": 0.1,
+    "norm_first": False, "tie_output": True, "fused_qkv": True, "max_len": 128,
+}
 
-    Attributes mirror :class:`course_lib.model.TransformerConfig`: ``d_model``,
-    ``n_heads``, ``n_encoder_layers``, ``n_decoder_layers``, ``d_ff``,
-    ``dropout``, ``norm_first``, ``tie_output`` (output layer shares the target
-    embedding: fewer parameters, a smaller checkpoint), ``fused_qkv``,
-    ``max_len`` (positions).
+
+def _transformer_config(self, src_vocab_size: int, tgt_vocab_size: int, pad_id: int = 0) -> TransformerConfig:
+    """The full :class:`TransformerConfig` for the given vocabulary sizes."""
+    return TransformerConfig(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, pad_id=pad_id, **asdict(self))
+
+
+_FIELD_TYPES = {f.name: f.type for f in fields(TransformerConfig)}
+ModelSettings = make_dataclass(
+    "ModelSettings",
+    [(name, _FIELD_TYPES[name], field(default=value)) for name, value in RECIPE_ARCHITECTURE.items()],
+    namespace={"transformer_config": _transformer_config},
+)
+ModelSettings.__module__ = __name__
+ModelSettings.__doc__ = """The architecture part of a :class:`Recipe` (vocabulary sizes come from the tokenizers).
+
+    Its fields are those of :class:`course_lib.model.TransformerConfig` named
+    in :data:`RECIPE_ARCHITECTURE` (same names, types and meaning; defaults
+    from that mapping): ``d_model``, ``n_heads``, ``n_encoder_layers``,
+    ``n_decoder_layers``, ``d_ff``, ``dropout``, ``norm_first``,
+    ``tie_output`` (output layer shares the target embedding: fewer
+    parameters, a smaller checkpoint), ``fused_qkv``, ``max_len`` (positions).
+    ``transformer_config(src_vocab_size, tgt_vocab_size, pad_id=0)`` gives the
+    full :class:`TransformerConfig`.
     """
-
-    d_model: int = 128
-    n_heads: int = 4
-    n_encoder_layers: int = 2
-    n_decoder_layers: int = 2
-    d_ff: int = 512
-    dropout: float = 0.1
-    norm_first: bool = False
-    tie_output: bool = True
-    fused_qkv: bool = True
-    max_len: int = 128
-
-    def transformer_config(self, src_vocab_size: int, tgt_vocab_size: int, pad_id: int = 0) -> TransformerConfig:
-        """The full :class:`TransformerConfig` for the given vocabulary sizes."""
-        return TransformerConfig(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, pad_id=pad_id, **asdict(self))
 
 
 def _default_data_config():
@@ -135,7 +143,8 @@ class Recipe:
         """Inverse of :meth:`to_dict`."""
         from .data import DataConfig
 
-        return cls(data=DataConfig(**d["data"]), model=ModelSettings(**d["model"]), train=TrainConfig.from_dict(d["train"]))
+        return cls(data=config_from_dict(DataConfig, d["data"]), model=config_from_dict(ModelSettings, d["model"]),
+                   train=config_from_dict(TrainConfig, d["train"]))
 
 
 def build_data(recipe: Recipe, root: str | os.PathLike | None = None):
@@ -206,7 +215,7 @@ def train_translator(
     return model, data, result
 
 
-def test_pairs(data_config: Any, src_tokenizer: Any, tgt_tokenizer: Any, split: str = "test", root: str | os.PathLike | None = None) -> list[tuple[str, str]]:
+def held_out_pairs(data_config: Any, src_tokenizer: Any, tgt_tokenizer: Any, split: str = "test", root: str | os.PathLike | None = None) -> list[tuple[str, str]]:
     """The held-out ``(english, chinese)`` pairs of a data configuration, after its length filter.
 
     Rebuilds the split with :func:`course_lib.data.split_by_source` (same
@@ -226,7 +235,7 @@ def test_pairs(data_config: Any, src_tokenizer: Any, tgt_tokenizer: Any, split: 
     from .data import TranslationDataset, load_tatoeba_en_zh, split_by_source
 
     if data_config.dataset != "tatoeba-en-zh" or data_config.reverse:
-        raise ValueError(f"test_pairs supports dataset='tatoeba-en-zh' (not reversed); got {data_config.dataset!r}")
+        raise ValueError(f"held_out_pairs supports dataset='tatoeba-en-zh' (not reversed); got {data_config.dataset!r}")
     if split not in ("test", "valid"):
         raise ValueError(f"split must be 'test' or 'valid'; got {split!r}")
     pairs = load_tatoeba_en_zh(root)
@@ -271,8 +280,11 @@ class Translator:
 
     @property
     def max_source_tokens(self) -> int:
-        """The longest source the model accepts, in tokens including ``<eos>`` (its ``config.max_len``)."""
-        return int(getattr(getattr(self.model, "config", None), "max_len", 10**9))
+        """The longest source the model accepts, in tokens including ``<eos>``: its ``config.max_len``.
+
+        A model without ``config.max_len`` has no position limit: 10**9 here.
+        """
+        return int(model_setting(self.model, "max_len", 10**9))
 
     @property
     def recipe(self) -> Recipe | None:
@@ -283,80 +295,55 @@ class Translator:
     def translate(
         self,
         sentences: Sequence[str],
+        config: GenerationConfig | None = None,
         *,
-        beam_size: int = 1,
-        length_penalty_alpha: float = 0.6,
-        do_sample: bool = False,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        repetition_penalty: float = 1.0,
-        no_repeat_ngram_size: int = 0,
         seed: int | None = None,
         batch_size: int = 64,
-        max_len: int | None = None,
+        **options: Any,
     ) -> list[str]:
         """Translate English sentences; returns Chinese strings in the input order.
 
         Sentences are sorted by length into batches (less padding), decoded
         with one of the three strategies of chapter 10, and detokenized:
 
-        * greedy (the default): :func:`course_lib.decoding.greedy_decode`,
+        * greedy (the default) and sampling (``do_sample=True``: ``temperature``,
+          ``top_k``, ``top_p``): :func:`course_lib.decoding.generate`,
           optionally with a ``repetition_penalty``;
-        * beam search (``beam_size > 1``): :func:`course_lib.decoding.beam_search`
-          with the length penalty ``((5 + len) / 6) ** length_penalty_alpha``;
-        * sampling (``do_sample=True``): :func:`course_lib.decoding.sample`
-          with ``temperature``, ``top_k``, ``top_p`` and ``repetition_penalty``.
+        * beam search (``beam_size > 1``): :func:`course_lib.decoding.beam_generate`
+          with the length penalty ``((5 + len) / 6) ** length_penalty_alpha``.
 
         Args:
             sentences: source strings (a list, not one string).
-            beam_size: 1 = no beam search.
-            length_penalty_alpha: beam search only (Wu et al. 2016).
-            do_sample: sample each next token instead of taking the argmax.
-            temperature: sampling only; ``>= 0``, 0 = argmax.
-            top_k: sampling only; ``None``/0 = off, clamped to the vocabulary.
-            top_p: sampling only; in ``(0, 1]``, ``None``/1 = off.
-            repetition_penalty: greedy or sampling; ``> 0``, 1 = off (CTRL,
-                Keskar et al. 2019).
-            no_repeat_ngram_size: any strategy; no output repeats an n-gram
-                of this many tokens (characters, for Chinese); 0 = off
-                (:func:`course_lib.decoding.block_repeated_ngrams`).
+            config: the decoding settings, a :class:`course_lib.decoding.GenerationConfig`
+                (default: greedy). ``config.max_len`` (most generated tokens)
+                defaults here to ``2 * src_len + 10``, capped by the model's positions.
             seed: sampling only; seeds a private ``torch.Generator`` so the
                 same call gives the same output (the global RNG is untouched).
                 Draws depend on how sentences fall into batches.
             batch_size: sentences per batch, ``>= 1``.
-            max_len: most generated tokens (default ``2 * src_len + 10``,
-                capped by the model's positions).
+            options: fields of :class:`~course_lib.decoding.GenerationConfig`
+                that replace those of ``config``, e.g. ``beam_size=4``,
+                ``length_penalty_alpha=0.6``, ``do_sample=True``,
+                ``temperature=0.8``, ``top_k``, ``top_p``, ``repetition_penalty``
+                (CTRL, Keskar et al. 2019), ``no_repeat_ngram_size`` (no output
+                repeats an n-gram of this many characters), ``max_len``.
 
         Raises:
-            TypeError: ``sentences`` is a single string.
+            TypeError: ``sentences`` is a single string; an unknown option.
             ValueError: a sentence longer than :attr:`max_source_tokens`
-                (nothing is translated then); ``beam_size < 1`` or ``batch_size < 1``; beam search
-                combined with ``do_sample`` or with ``repetition_penalty != 1``
-                (this course's beam search has neither); sampling options
-                (``temperature``, ``top_k``, ``top_p``, ``seed``) given without
-                ``do_sample=True``; or a bad value as in
-                :func:`course_lib.decoding.sample`.
+                (nothing is translated then); ``batch_size < 1``; ``seed``
+                without ``do_sample=True``; or a setting that
+                :class:`~course_lib.decoding.GenerationConfig` rejects (``beam_size < 1``,
+                beam search with sampling or a repetition penalty, sampling
+                options without ``do_sample=True``, a bad value).
         """
         if isinstance(sentences, str):
             raise TypeError("sentences must be a list of str, not one str")
-        if beam_size < 1:
-            raise ValueError(f"beam_size must be >= 1 (1 = greedy or sampling); got {beam_size}")
+        config = replace(config or GenerationConfig(), **options)
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1; got {batch_size}")
-        if beam_size > 1 and do_sample:
-            raise ValueError(f"choose beam search (beam_size={beam_size}) or sampling (do_sample=True), not both")
-        if beam_size > 1 and repetition_penalty != 1.0:
-            raise ValueError(
-                f"repetition_penalty={repetition_penalty} needs greedy decoding or sampling (beam_size=1); "
-                f"beam search here has no repetition penalty"
-            )
-        if not do_sample:
-            given = {k: v for k, v in (("temperature", temperature if temperature != 1.0 else None),
-                                       ("top_k", top_k), ("top_p", top_p), ("seed", seed)) if v is not None}
-            if given:
-                verb = "applies" if len(given) == 1 else "apply"
-                raise ValueError(f"{', '.join(given)} only {verb} when sampling: pass do_sample=True")
+        if seed is not None and not config.do_sample:
+            raise ValueError("seed only applies when sampling: pass do_sample=True")
         ids = [self.src_tokenizer.encode(s) for s in sentences]
         too_long = [i for i, x in enumerate(ids) if len(x) > self.max_source_tokens]
         if too_long:
@@ -368,27 +355,18 @@ class Translator:
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         out: list[str] = [""] * len(ids)
         device = next(self.model.parameters()).device
-        limit = getattr(getattr(self.model, "config", None), "max_len", 10_000) - 1
-        generator = torch.Generator(device=device).manual_seed(int(seed)) if (do_sample and seed is not None) else None
+        generator = torch.Generator(device=device).manual_seed(int(seed)) if seed is not None else None
         for start in range(0, len(order), batch_size):
             idx = order[start : start + batch_size]
             width = max(len(ids[i]) for i in idx)
             src = torch.zeros(len(idx), width, dtype=torch.long, device=device)
             for r, i in enumerate(idx):
                 src[r, : len(ids[i])] = torch.tensor(ids[i])
-            n_new = min(max_len if max_len is not None else 2 * width + 10, limit)
-            if do_sample:
-                tokens = sample(
-                    self.model, src, n_new, temperature=temperature, top_k=top_k, top_p=top_p,
-                    repetition_penalty=repetition_penalty, no_repeat_ngram_size=no_repeat_ngram_size,
-                    generator=generator,
-                )
-            elif beam_size == 1:
-                tokens = greedy_decode(self.model, src, n_new, repetition_penalty=repetition_penalty,
-                                       no_repeat_ngram_size=no_repeat_ngram_size)
+            n_new = min(config.max_len or 2 * width + 10, self.max_source_tokens - 1)
+            if config.beam_size > 1:
+                tokens = beam_generate(self.model, src, replace(config, max_len=n_new))
             else:
-                tokens = beam_search(self.model, src, beam_size, n_new, length_penalty_alpha=length_penalty_alpha,
-                                     no_repeat_ngram_size=no_repeat_ngram_size)
+                tokens = generate(self.model, src, replace(config, max_len=n_new), generator=generator)
             for r, text in enumerate(self.tgt_tokenizer.decode_batch(tokens.tolist())):
                 out[idx[r]] = text
         return out
@@ -535,13 +513,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    tr = _load_translator(args.checkpoint)
+    tr = _load_translator(args.checkpoint, args.threads)
     recipe = tr.recipe
     if recipe is None:
         raise SystemExit(f"{args.checkpoint} holds no recipe: cannot rebuild its test set")
-    pairs = test_pairs(recipe.data, tr.src_tokenizer, tr.tgt_tokenizer, split=args.split)
+    pairs = held_out_pairs(recipe.data, tr.src_tokenizer, tr.tgt_tokenizer, split=args.split)
     if args.limit:
         pairs = pairs[: args.limit]
     res = tr.evaluate(pairs, beam_size=args.beam_size, batch_size=args.batch_size)
@@ -551,7 +527,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_translator(path: str) -> Translator:
+def _load_translator(path: str, threads: int | None = None) -> Translator:
+    if threads:
+        torch.set_num_threads(threads)
     if not Path(path).is_file():
         raise SystemExit(f"error: no checkpoint at {path!r} (e.g. --checkpoint checkpoints/en-zh.pt)")
     try:
@@ -562,25 +540,25 @@ def _load_translator(path: str) -> Translator:
 
 
 def _cmd_translate(args: argparse.Namespace) -> int:
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    tr = _load_translator(args.checkpoint)
+    tr = _load_translator(args.checkpoint, args.threads)
     sentences = args.sentences or [line.strip() for line in sys.stdin if line.strip()]
     if not sentences:
         print("error: no sentences given (pass them as arguments or one per line on standard input)", file=sys.stderr)
         return 1
-    options: dict[str, Any] = {"beam_size": args.beam_size, "length_penalty_alpha": args.length_penalty,
-                               "repetition_penalty": args.repetition_penalty,
-                               "no_repeat_ngram_size": args.no_repeat_ngram_size}
-    if args.sample:
-        temperature = 1.0 if args.temperature is None else args.temperature
-        options.update(do_sample=True, temperature=temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
-    else:
+    if not args.sample:
         extra = [f for f, v in (("--temperature", args.temperature), ("--top-k", args.top_k), ("--top-p", args.top_p),
                                 ("--seed", args.seed)) if v is not None]
         if extra:
             verb = "applies" if len(extra) == 1 else "apply"
             raise SystemExit(f"error: {', '.join(extra)} only {verb} with --sample")
+    try:
+        config = GenerationConfig(
+            beam_size=args.beam_size, length_penalty_alpha=args.length_penalty, repetition_penalty=args.repetition_penalty,
+            no_repeat_ngram_size=args.no_repeat_ngram_size, do_sample=args.sample,
+            temperature=1.0 if args.temperature is None else args.temperature, top_k=args.top_k, top_p=args.top_p,
+        )
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
     limit = tr.max_source_tokens
     lengths = [len(tr.src_tokenizer.encode(s)) for s in sentences]
     for n, (s, k) in enumerate(zip(sentences, lengths), start=1):
@@ -589,7 +567,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
                   f"(split it into shorter sentences): {s[:60]}{'...' if len(s) > 60 else ''}", file=sys.stderr)
     kept = [s for s, k in zip(sentences, lengths) if k <= limit]
     try:
-        translations = tr.translate(kept, **options) if kept else []
+        translations = tr.translate(kept, config, seed=args.seed) if kept else []
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
     for s, t in zip(kept, translations):

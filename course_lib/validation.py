@@ -11,9 +11,11 @@ or ``TypeError`` (wrong kind of object, wrong dtype of a float input).
 
 from __future__ import annotations
 
+import functools
 import math
+from contextvars import ContextVar
 from dataclasses import fields
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
 import torch
 from torch import Tensor
@@ -21,15 +23,19 @@ from torch import Tensor
 T = TypeVar("T")
 
 __all__ = [
+    "as_int",
     "autocast_enabled",
     "check_choice",
     "check_float_input",
+    "check_hidden_states",
     "check_int",
     "check_number",
     "check_probability",
     "check_token_ids",
+    "checked_by",
     "config_from_dict",
     "describe",
+    "inputs_checked",
     "model_setting",
 ]
 
@@ -143,3 +149,62 @@ def config_from_dict(cls: type[T], d: dict[str, Any]) -> T:
     if unknown:
         raise ValueError(f"unknown {cls.__name__} fields: {sorted(unknown)}")
     return cls(**d)
+
+
+def as_int(value: Any, name: str, low: int | None = 1, *, hint: str = "") -> int:
+    """``value`` as a Python ``int`` (NumPy and torch integers accepted), checked as :func:`check_int`.
+
+    Raises ``ValueError`` with :func:`check_int`'s message for a ``bool``, a
+    non-integer (``1.5``) or a value below ``low``.
+    """
+    import operator
+
+    try:
+        number = operator.index(value)
+    except TypeError:
+        number = None
+    check_int(value if number is None or isinstance(value, bool) else number, name, low, hint=hint)
+    return number
+
+
+def check_hidden_states(x: Any, name: str, d_model: int) -> None:
+    """Raise ``ValueError`` unless ``x`` is a tensor of shape ``(batch, seq_len, d_model)``."""
+    if not isinstance(x, Tensor) or x.dim() != 3 or x.size(-1) != d_model:
+        raise ValueError(f"{name} must have shape (batch, seq_len, {d_model}); got {describe(x)}")
+
+
+_INSIDE_CHECKED_CALL: ContextVar[bool] = ContextVar("course_lib_inside_checked_call", default=False)
+
+
+def inputs_checked() -> bool:
+    """Whether an outer entry point decorated with :func:`checked_by` has already checked this call's inputs."""
+    return _INSIDE_CHECKED_CALL.get()
+
+
+def checked_by(check: Callable[..., Any]) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Decorate a public entry point whose arguments flow into other entry points.
+
+    ``check`` receives the entry point's arguments (``self`` included for a
+    method) and raises for bad ones, naming them. It runs first, unless an
+    outer entry point has already checked the same inputs; the body then runs
+    with :func:`inputs_checked` true, so the entry points it calls skip their
+    checks. So ``Transformer.forward(src, tgt)`` checks ``src`` once, although
+    ``src`` passes through ``encode``, the padding mask and the embedding,
+    each of which checks it when called on its own.
+    """
+
+    def decorate(fn: Callable[..., T]) -> Callable[..., T]:
+        @functools.wraps(fn)
+        def entry_point(*args: Any, **kwargs: Any) -> T:
+            if _INSIDE_CHECKED_CALL.get():
+                return fn(*args, **kwargs)
+            check(*args, **kwargs)
+            token = _INSIDE_CHECKED_CALL.set(True)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _INSIDE_CHECKED_CALL.reset(token)
+
+        return entry_point
+
+    return decorate

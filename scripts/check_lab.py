@@ -5,9 +5,10 @@ Starts ``jupyter lab`` from the course's environment on 127.0.0.1, opens one
 notebook in headless Chromium, runs all cells, then
 
 1. checks that no cell ended in an error and none printed to stderr;
-2. checks that the widgets extension drew the explorer (a slider);
-3. moves the first slider with the keyboard and checks that the explorer's
-   figure was redrawn (its image changed);
+2. checks that JupyterLab drew the explorer (a Vega-Lite chart with controls,
+   ``course_lib.explorers``);
+3. moves each of the first explorer's controls and checks that the chart's
+   marks were redrawn each time (not only its caption);
 4. saves a screenshot (default ``/tmp/lab_check.png``) to look at.
 
 Usage (with ``COURSE_LIB_DATA`` set where the chapter needs the data, see README.md)::
@@ -45,9 +46,15 @@ CELLS = f"""const cells = {APP}.shell.currentWidget.content.model.cells; const o
 for (let i = 0; i < cells.length; i++) {{ const c = cells.get(i);
   if (c.type === 'code') out.push([c.executionCount, c.outputs.toJSON()]); }}
 return out;"""
-# Marks the images on the page; after a redraw, an unmarked (new) image appears.
-MARK = "document.querySelectorAll('.jp-OutputArea-output img').forEach(e => e.dataset.seen = '1')"
-NEW_IMAGE = "return !!document.querySelector('.jp-OutputArea-output img:not([data-seen])')"
+# The explorer's marks (bars, cells, lines, points; not its text) as one string.
+MARKS = """return Array.from(arguments[0].querySelectorAll('svg g[class*="mark-"]:not(.mark-text) path'),
+  m => (m.getAttribute('d') || '') + (m.getAttribute('fill') || '') + (m.getAttribute('transform') || '')).join('|');"""
+# Moves one control of a Vega chart (a select, a range, a checkbox) and tells Vega.
+MOVE = """const i = arguments[0];
+if (i.tagName === 'SELECT') { i.selectedIndex = (i.selectedIndex + 1) % i.options.length; }
+else if (i.type === 'range') { i.value = (Number(i.value) === Number(i.max)) ? i.min : i.max; }
+else { i.checked = !i.checked; }
+i.dispatchEvent(new Event('input', {bubbles: true})); i.dispatchEvent(new Event('change', {bubbles: true}));"""
 
 
 def _wait(predicate, timeout: float, step: float = 1.0) -> bool:
@@ -79,7 +86,6 @@ def main(argv: list[str] | None = None) -> int:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
         from selenium.webdriver.common.by import By
-        from selenium.webdriver.common.keys import Keys
     except ImportError:
         print("needs selenium: pip install selenium (in any environment)", file=sys.stderr)
         return 2
@@ -143,19 +149,24 @@ def main(argv: list[str] | None = None) -> int:
                 failures.append(f"{len(bad)} error or stderr output(s), first: {str(bad[0])[:300]!r}")
             time.sleep(3)
             dialogs = browser.find_elements(By.CSS_SELECTOR, ".jp-Dialog")
-            sliders = browser.find_elements(By.CSS_SELECTOR, ".widget-slider")
+            charts = browser.find_elements(By.CSS_SELECTOR, ".jp-RenderedVegaCommon5, .vega-embed")
             if dialogs:
                 failures.append(f"JupyterLab shows a dialog: {dialogs[0].text[:300]!r}")
-            elif not sliders:
-                failures.append("no explorer slider was drawn (is jupyterlab_widgets installed?)")
+            elif not charts:
+                failures.append("no explorer chart was drawn (a course_lib.explorers chart)")
             else:
-                browser.execute_script(MARK)
-                handle = sliders[0].find_element(By.CSS_SELECTOR, ".noUi-handle, .ui-slider-handle, [role='slider']")
-                browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", handle)
-                handle.click()
-                handle.send_keys(Keys.ARROW_RIGHT, Keys.ARROW_RIGHT, Keys.ARROW_RIGHT)
-                if not _wait(lambda: browser.execute_script(NEW_IMAGE), 30):
-                    failures.append("moving the slider did not redraw the explorer's figure")
+                chart = charts[0]
+                browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", chart)
+                controls = chart.find_elements(By.CSS_SELECTOR, ".vega-bindings select, .vega-bindings input")
+                if not controls:
+                    failures.append("the explorer has no controls")
+                for control in controls:
+                    if control.get_attribute("type") == "radio":
+                        continue
+                    before = browser.execute_script(MARKS, chart)
+                    browser.execute_script(MOVE, control)
+                    if not _wait(lambda: browser.execute_script(MARKS, chart) != before, 10, 0.5):
+                        failures.append(f"moving control {control.get_attribute('name')!r} did not redraw the chart")
             browser.save_screenshot(args.out)
         finally:
             browser.quit()

@@ -12,7 +12,8 @@ for each listing:
 * ``public``: no part of the shown name starts with an underscore.
 
 It also lists every import of an underscore name from another module of
-``course_lib`` (a private name used across modules should be public).
+``course_lib`` (a private name used across modules should be public), and
+every imported name that the other module's ``__all__`` does not list.
 
 Usage::
 
@@ -184,6 +185,33 @@ def private_imports(package: Path) -> list[str]:
     return found
 
 
+def imports_missing_from_all(package: Path) -> list[str]:
+    """Names one ``course_lib`` module imports from another that the other's ``__all__`` does not list."""
+    import importlib
+    import importlib.util
+
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        here = list(path.relative_to(package.parent).with_suffix("").parts)
+        if path.name == "__init__.py":
+            here[-1] = "__init__"  # a package's relative imports start from the package itself
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or not (node.level or (node.module or "").startswith("course_lib")):
+                continue
+            base = here[: len(here) - node.level] if node.level else []
+            name = ".".join(base + ([node.module] if node.module else [])) if node.level else node.module
+            module = importlib.import_module(name)
+            listed = getattr(module, "__all__", ())
+            for alias in node.names:
+                if alias.name == "*" or alias.name.startswith("__"):
+                    continue
+                if hasattr(module, "__path__") and importlib.util.find_spec(f"{name}.{alias.name}"):
+                    continue  # a submodule
+                if alias.name not in listed:
+                    found.append(f"{path.relative_to(package.parent)}:{node.lineno} {name}.{alias.name}")
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-code", type=int, default=60, help="most lines of code a listing may have")
@@ -202,14 +230,20 @@ def main(argv: list[str] | None = None) -> int:
         if bad:
             over.append(item)
     private = private_imports(ROOT / "course_lib")
+    unlisted = imports_missing_from_all(ROOT / "course_lib")
     print(f"\n{len(listings)} listings; longest {max(i.code_lines for i in listings)} lines of code, "
           f"deepest {max(i.depth for i in listings)}; limits: {args.max_code} lines, depth {args.max_depth}, public")
     if private:
         print(f"{len(private)} import(s) of a private name from another course_lib module:")
         for line in private:
             print(f"  {line}")
-    if over or private:
-        print(f"FAILED: {len(over)} listing(s) over the limits, {len(private)} private import(s)", file=sys.stderr)
+    if unlisted:
+        print(f"{len(unlisted)} import(s) of a name missing from the other module's __all__:")
+        for line in unlisted:
+            print(f"  {line}")
+    if over or private or unlisted:
+        print(f"FAILED: {len(over)} listing(s) over the limits, {len(private)} private import(s), "
+              f"{len(unlisted)} import(s) not in __all__", file=sys.stderr)
         return 1
     return 0
 

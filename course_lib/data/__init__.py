@@ -33,19 +33,18 @@ Batches
 Importing this package does no work (no file access, no network).
 """
 
-from . import _batching, _datasets, _files, _pipeline, _text, _tokenize
 from ._batching import *  # noqa: F403 - each submodule's __all__ is the public API
+from ._batching import __all__ as batching_names
 from ._datasets import *  # noqa: F403
+from ._datasets import __all__ as datasets_names
 from ._files import *  # noqa: F403
+from ._files import __all__ as files_names
 from ._pipeline import *  # noqa: F403
+from ._pipeline import __all__ as pipeline_names
 from ._text import *  # noqa: F403
+from ._text import __all__ as text_names
 from ._tokenize import *  # noqa: F403
+from ._tokenize import __all__ as tokenize_names
 
-__all__ = [
-    *_files.__all__,
-    *_datasets.__all__,
-    *_text.__all__,
-    *_tokenize.__all__,
-    *_batching.__all__,
-    *_pipeline.__all__,
-]
+__all__ = [*files_names, *datasets_names, *text_names, *tokenize_names, *batching_names, *pipeline_names]
+del files_names, datasets_names, text_names, tokenize_names, batching_names, pipeline_names

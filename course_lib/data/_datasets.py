@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..validation import check_int, check_probability
 from ._files import (
+    read_utf8,
     DataValidationError,
     RemoteFile,
     Source,
@@ -181,10 +182,7 @@ def load_tatoeba_en_zh(
 
 
 def _read_tab_pairs(path: Path, *, with_attribution: bool, normalize: bool):
-    try:
-        text = Path(path).read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DataValidationError(f"{path} is not UTF-8 text: {exc}") from exc
+    text = read_utf8(path, "utf-8-sig", name=str(path))
     norm_en = english_normalizer().normalize_str if normalize else str.strip
     norm_zh = chinese_normalizer().normalize_str if normalize else str.strip
     out: list = []

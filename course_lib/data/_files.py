@@ -43,6 +43,10 @@ __all__ = [
     "DATA_ENV_VAR",
     "CACHE_ENV_VAR",
     "USER_AGENT",
+    "read_utf8",
+    "validate_gzip_lines",
+    "validate_tab_pairs",
+    "validate_text",
 ]
 
 _log = logging.getLogger(__name__)
@@ -317,10 +321,7 @@ def validate_tab_pairs(path: Path, *, min_pairs: int, min_valid_fraction: float 
         DataValidationError: not UTF-8, or too few well-formed lines (e.g. an
             HTML error page served instead of the data).
     """
-    try:
-        text = Path(path).read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DataValidationError(f"not UTF-8 text: {exc}") from exc
+    text = read_utf8(path, "utf-8-sig")
     lines = [ln for ln in text.split("\n") if ln.strip()]
     good = sum(1 for ln in lines if len(ln.split("\t")) >= 2 and all(c.strip() for c in ln.split("\t")[:2]))
     if good < min_pairs or good < min_valid_fraction * len(lines):
@@ -330,16 +331,21 @@ def validate_tab_pairs(path: Path, *, min_pairs: int, min_valid_fraction: float 
         )
 
 
+def read_utf8(path: str | os.PathLike, encoding: str = "utf-8", *, name: str = "") -> str:
+    """The text of ``path``; :class:`DataValidationError` when it is not UTF-8 (``name`` starts the message)."""
+    try:
+        return Path(path).read_bytes().decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise DataValidationError(f"{name + ' is ' if name else ''}not UTF-8 text: {exc}") from exc
+
+
 def validate_text(path: Path, *, min_chars: int) -> None:
     """Check a UTF-8 text file of at least ``min_chars`` characters.
 
     Raises:
         DataValidationError: not UTF-8 or too short.
     """
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataValidationError(f"not UTF-8 text: {exc}") from exc
+    text = read_utf8(path)
     if len(text) < min_chars:
         raise DataValidationError(f"expected >= {min_chars} characters; found {len(text)}")
 

@@ -38,7 +38,6 @@ import contextvars
 import hashlib
 import itertools
 import math
-import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -260,7 +259,6 @@ def to_array(value: object, what: str, *, kind: str) -> np.ndarray:
 
 
 _KIND_WORDS = {"f": "float", "i": "integer", "b": "bool"}
-_KIND_NAMES = {"f": "float", "i": "int", "u": "int", "b": "bool"}
 
 
 def _pair(result: object, what: str, names: tuple[str, str]) -> tuple[object, object]:
@@ -270,29 +268,11 @@ def _pair(result: object, what: str, names: tuple[str, str]) -> tuple[object, ob
     return result[0], result[1]
 
 
-def _fmt(x: np.ndarray) -> str:
-    return np.array2string(np.asarray(x), precision=6, threshold=40, max_line_width=100)
-
-
-def _head(x: np.ndarray, n: int = 4) -> str:
-    """The first ``n`` entries of ``x`` (flattened), e.g. ``[0.1, 0.2, 0.3, 0.4, ...]``."""
-    flat = np.asarray(x).reshape(-1)
-    items = [repr(round(float(v), 6)) if flat.dtype.kind == "f" else repr(v.item()) for v in flat[:n]]
-    return "[" + ", ".join(items) + (", ..." if flat.size > n else "") + "]"
-
-
-def _situation(text: str) -> str:
-    """``"d_model_0"`` -> ``"d_model = 0"``; ``"indivisible_d_model"`` -> ``"indivisible d_model"``."""
-    m = re.fullmatch(r"(d_model|d_k|max_len|top_k|top_p|warmup|step|size|eps|beam_size)_(-?[\d.]+)", text)
-    if m:
-        return f"{m.group(1)} = {m.group(2)}"
-    for ident in ("vocab_size", "d_model", "d_k", "v_cache", "k_cache"):
-        text = text.replace(ident, ident.replace("_", "\0"))
-    return text.replace("_", " ").replace("\0", "_")
-
-
 def compare(case: Case, produced: Arrays, expected: Arrays) -> str | None:
     """Compare a case's produced arrays with the expected ones.
+
+    Each key is compared by :func:`course_lib.grading.compare.compare_arrays`,
+    the grader's own comparator (one rule for both: see its docstring).
 
     Returns:
         ``None`` when every key matches (floats within ``case.rtol``/``case.atol``,
@@ -300,75 +280,17 @@ def compare(case: Case, produced: Arrays, expected: Arrays) -> str | None:
         exercise and function, the key, the expected and received shape, dtype
         or values, and the case's hint.
     """
+    # imported here, so that the student copy of this file (which drops this function) does not import it
+    from course_lib.grading.compare import compare_arrays
+
     head = f"Exercise {case.exercise} ({case.function}), case {case.id}"
-    problems: list[str] = []
     if not isinstance(produced, dict):
         return f"{head}: the check produced {type(produced).__name__}, not a dict of arrays."
-    for key in expected:
-        if key not in produced:
-            problems.append(f"`{key}` was not produced.")
+    problems = [f"`{key}` was not produced." for key in expected if key not in produced]
     for key, exp in expected.items():
-        if key not in produced:
-            continue
-        got = np.asarray(produced[key])
-        exp = np.asarray(exp)
-        if got.dtype.kind not in "biuf":
-            problems.append(f"`{key}` has dtype {got.dtype}; expected {_KIND_NAMES[exp.dtype.kind]}.")
-            continue
-        if _KIND_NAMES[got.dtype.kind] != _KIND_NAMES[exp.dtype.kind]:
-            problems.append(
-                f"`{key}` has dtype kind {_KIND_NAMES[got.dtype.kind]}; expected {_KIND_NAMES[exp.dtype.kind]}"
-                + (" (a mask must be a torch.bool tensor, True = may attend)" if exp.dtype.kind == "b" else "")
-                + "."
-            )
-            continue
-        if got.shape != exp.shape:
-            msg = f"`{key}` has shape {tuple(got.shape)}; expected {tuple(exp.shape)}."
-            if got.size and exp.size:
-                msg += f"\n      first entries: got {_head(got)}, expected {_head(exp)}"
-            problems.append(msg)
-            continue
-        if exp.ndim == 0 and exp.dtype.kind == "b":
-            if bool(got) != bool(exp):
-                if key.startswith("raised_for_"):
-                    situation = _situation(key[len("raised_for_"):])
-                    problems.append(f"ValueError was {'not ' if exp else ''}raised for {situation}.")
-                else:
-                    problems.append(f"`{key}` is {bool(got)}; expected {bool(exp)}.")
-            continue
-        if exp.dtype.kind == "f":
-            bad_nan = ~np.isfinite(got) & np.isfinite(exp)
-            close = np.isclose(got, exp, rtol=case.rtol, atol=case.atol) | (got == exp)
-            wrong = ~close | bad_nan
-            if wrong.any():
-                diff = np.where(np.isfinite(got), np.abs(got - exp), np.inf)
-                diff = np.where(wrong, diff, -1.0)
-                worst = np.unravel_index(int(np.argmax(diff)), exp.shape) if exp.ndim else ()
-                idx = tuple(int(i) for i in worst)
-                where = f" at index {idx}" if idx else ""
-                if exp.ndim == 0:
-                    msg = f"`{key}` is {got.item()!r}; expected {exp.item()!r} (rtol={case.rtol:g}, atol={case.atol:g})."
-                else:
-                    msg = (
-                        f"`{key}` differs at {int(wrong.sum())} of {exp.size} entries "
-                        f"(rtol={case.rtol:g}, atol={case.atol:g}). Worst{where}: got {got[idx].item()!r}, "
-                        f"expected {exp[idx].item()!r}."
-                    )
-                if bad_nan.any():
-                    msg += f" {int(bad_nan.sum())} entries are NaN or infinite."
-                if 1 < exp.size <= 12:
-                    msg += f"\n      got      {_fmt(got)}\n      expected {_fmt(exp)}"
-                problems.append(msg)
-        else:
-            wrong = got != exp
-            if wrong.any():
-                first = tuple(int(i) for i in np.argwhere(wrong)[0]) if exp.ndim else ()
-                where = f"; first at index {first}" if first else ""
-                msg = f"`{key}` differs at {int(wrong.sum())} of {exp.size} entries{where}"
-                msg += f": got {got[first].item()!r}, expected {exp[first].item()!r}." if first else "."
-                if exp.size <= 64:
-                    msg += f"\n      got      {_fmt(got)}\n      expected {_fmt(exp)}"
-                problems.append(msg)
+        if key in produced:
+            problem = compare_arrays(key, np.asarray(produced[key]), np.asarray(exp), case.rtol, case.atol)
+            problems += [problem] if problem else []
     if not problems:
         return None
     return head + ":\n  - " + "\n  - ".join(problems) + f"\n  Hint: {case.hint}"
@@ -406,21 +328,8 @@ def _add(
     robust: Callable[[], bool] | None = None,
 ) -> None:
     chapter = f"{int(exercise.split('.')[0]):02d}"
-    CASES.append(
-        Case(
-            id=id,
-            chapter=chapter,
-            exercise=exercise,
-            points=points,
-            requires=(EXERCISES[exercise],),
-            produce=produce,
-            expected=expected,
-            rtol=rtol,
-            atol=atol,
-            hint=hint,
-            robust=robust,
-        )
-    )
+    CASES.append(Case(id=id, chapter=chapter, exercise=exercise, points=points, requires=(EXERCISES[exercise],),
+                      produce=produce, expected=expected, rtol=rtol, atol=atol, hint=hint, robust=robust))
 
 
 def cases_for(chapters: tuple[str, ...] | list[str] | None = None) -> list[Case]:

@@ -19,7 +19,7 @@ Instructors writing an extra cases file: pass expected values only through
 ``expected=`` (or ``Case``'s 7th argument), and keep answers out of the data
 that ``produce`` reads.
 
-Source: the autograder issue ("the child never holds a reference").
+Design and threat model: ``course_lib/grading/SECURITY.md``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 This file is run by the grader as a *script*, never imported by the parent::
 
-    python -I -S -B .../course_lib/grading/child.py SPEC.json
+    python -I -S -B .../course_lib/grading/child.py spec-N.json
 
 ``-I`` (isolated: no current directory or script directory on ``sys.path``, no
 ``PYTHON*`` variables, no user site), ``-S`` (no ``site``: no ``.pth`` file
@@ -20,9 +20,11 @@ forging a result means solving the exercise.
 
 What the child does, in order:
 
-1. reads the spec (written by the parent) and changes into the work folder;
+1. reads its request (a :class:`~course_lib.grading.protocol.ChildRequest`
+   written by the parent, refused when of another protocol version) and
+   changes into the work folder;
 2. as root of fresh namespaces: covers the solutions, the output folder, the
-   other submissions ... with empty read-only tmpfs mounts (``spec["hide"]``),
+   other submissions ... with empty read-only tmpfs mounts (``spec.hide``),
    covers every top-level folder outside the system's (``/home``, ``/opt``,
    ``/var``, ``/work`` ...) except the paths it needs (:func:`_cover_host`),
    mounts one size-capped tmpfs on ``/tmp`` and binds parts of it over
@@ -43,12 +45,12 @@ gets a secret salt: it draws each case's inputs from it (redrawing until the
 case's ``robust()`` holds and the solution agrees with ``expected()``), and
 sends the inputs, the solution's arrays and the expected arrays.
 
-Source: the autograder issue ("grades that no submission can forge") and
-``GRADER-NOTES.md``.
+Design and threat model: ``course_lib/grading/SECURITY.md``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import json
@@ -56,10 +58,16 @@ import os
 import sys
 import time
 
+__all__ = ["main", "isolate", "deny_keyrings", "as_plain_arrays", "Channel", "MAX_DRAWS", "MAX_RESULT_BYTES",
+           "SHARED_WRITABLE", "SYSTEM_FOLDERS"]
+
 #: redraws of one case's inputs before the reference run gives up on it
 MAX_DRAWS = 200
 #: the largest result array sent for one key (the cases' answers are a few KiB)
 MAX_RESULT_BYTES = 512 << 10
+#: :mod:`course_lib.grading.protocol`, loaded by path from beside this file by :func:`main` (before any
+#: import path is set up): the request's fields and the messages' shapes
+PROTOCOL = None
 
 # ---------------------------------------------------------------------------
 # Privileged set-up (runs before any course or student code is imported)
@@ -243,6 +251,17 @@ def _mount_points() -> list[str]:
     return points
 
 
+def _package_writable(read_only_failed: list[str]) -> list[str]:
+    """The failed read-only remounts (``"point: reason"``) whose mount holds the course package."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    found = []
+    for entry in read_only_failed:
+        point = entry.rsplit(": ", 1)[0].rstrip("/") or "/"
+        if point == "/" or package == point or package.startswith(point + "/"):
+            found.append(f"the course package's mount stayed writable ({entry})")
+    return found
+
+
 def _read_only_elsewhere(writable: list[str]) -> list[str]:
     """Remount every mount read-only except ``writable`` ones and the kernel's ``/proc``, ``/sys``, ``/dev/pts``.
 
@@ -313,12 +332,12 @@ def _drop_capabilities() -> None:
         raise OSError(ctypes.get_errno(), "capset failed")
 
 
-def _drop_privileges(spec: dict) -> None:
-    drop = spec.get("drop")
+def _drop_privileges(spec) -> None:
+    drop = spec.drop
     if drop == "uid":
         os.setgroups([])
-        os.setgid(int(spec["gid"]))
-        os.setuid(int(spec["uid"]))
+        os.setgid(int(spec.gid))
+        os.setuid(int(spec.uid))
         if os.getuid() == 0 or os.geteuid() == 0:  # pragma: no cover - defensive
             raise RuntimeError("could not drop root")
     elif drop == "caps":
@@ -364,24 +383,25 @@ def deny_keyrings() -> bool:
     return _libc().prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) == 0
 
 
-def isolate(spec: dict) -> dict:
-    """Steps 2 and 3 of the module docstring; returns what was done (for the probe's report)."""
+def isolate(spec) -> dict:
+    """Steps 2 and 3 of the module docstring for ``spec`` (a :class:`~course_lib.grading.protocol.ChildRequest`);
+    returns what was done (for the probe's report)."""
     report: dict = {"hidden_failed": [], "cover_failed": [], "scratch": [], "read_only_failed": [], "errors": []}
-    if spec.get("expose"):
-        _expose(spec["expose"], int(spec.get("uid", 65534)), spec["stage_dir"])
-    if spec.get("hide"):
-        report["hidden_failed"] = _hide(spec["hide"])
-    if spec.get("private_mounts"):
-        report["cover_failed"] = _cover_host(list(spec.get("keep_visible", []))) + _no_terminals()
+    if spec.expose:
+        _expose(spec.expose, int(spec.uid), spec.stage_dir)
+    if spec.hide:
+        report["hidden_failed"] = _hide(spec.hide)
+    if spec.private_mounts:
+        report["cover_failed"] = _cover_host(list(spec.keep_visible)) + _no_terminals()
         try:
-            kept = _keep_visible(list(spec.get("keep_visible", [])))
-            owner = (int(spec["uid"]), int(spec["gid"])) if spec.get("drop") == "uid" else None
-            report["scratch"] = _private_scratch(int(spec["scratch_mb"]), owner)
+            kept = _keep_visible(list(spec.keep_visible))
+            owner = (int(spec.uid), int(spec.gid)) if spec.drop == "uid" else None
+            report["scratch"] = _private_scratch(int(spec.scratch_mb), owner)
             _bind_back(kept)
             report["read_only_failed"] = _read_only_elsewhere(report["scratch"])
         except OSError as exc:
             report["errors"].append(str(exc))
-    _set_limits(spec.get("limits", {}))
+    _set_limits(spec.limits)
     _drop_privileges(spec)
     report["keyrings_denied"] = deny_keyrings()
     return report
@@ -561,9 +581,9 @@ def _student_case(case, ns, inputs: dict, course, np) -> dict:
         big = [f"`{k}` has shape {tuple(v.shape)}" for k, v in arrays.items() if v.nbytes > MAX_RESULT_BYTES]
         if big:  # an honest mistake (a wrong broadcast) stays one readable message, not a protocol error
             raise ValueError(f"{'; '.join(big)}: far more values than this case can need")
-        message = {"case": case.id, "arrays": _arrays_text(arrays, np), "error": None}
+        message = PROTOCOL.case_message(case.id, _arrays_text(arrays, np))
     except BaseException as exc:  # noqa: BLE001 - every failure is the student's
-        message = {"case": case.id, "arrays": {}, "error": _describe(exc)}
+        message = PROTOCOL.case_message(case.id, error=_describe(exc))
     message["seconds"] = round(time.perf_counter() - start, 4)
     return message
 
@@ -581,14 +601,14 @@ def _reference_case(case, ns, salt: str, course, np) -> dict:
                 expected = as_plain_arrays(case.expected(), np)
                 got = as_plain_arrays(case.produce(ns), np)
         except BaseException as exc:  # noqa: BLE001
-            return {"case": case.id, "error": _describe(exc)}
+            return PROTOCOL.case_message(case.id, error=_describe(exc))
         problem = course.compare(case, got, expected)
         if problem is None:
-            return {"case": case.id, "arrays": _arrays_text(got, np), "expected": _arrays_text(expected, np),
-                    "inputs": _arrays_text(draws.recorded, np), "draws": attempt + 1, "error": None}
+            return PROTOCOL.case_message(case.id, _arrays_text(got, np), expected=_arrays_text(expected, np),
+                                         inputs=_arrays_text(draws.recorded, np), draws=attempt + 1)
         if not draws.recorded:  # fixed inputs: another draw gives the same answer
             break
-    return {"case": case.id, "error": f"the solutions disagree with expected(): {problem}"}
+    return PROTOCOL.case_message(case.id, error=f"the solutions disagree with expected(): {problem}")
 
 
 def _case_meta(case) -> dict:
@@ -598,14 +618,14 @@ def _case_meta(case) -> dict:
             "hint": case.hint}
 
 
-def _run_chapter(chapter: str, spec: dict, cases: list, notebooks: dict, course, channel: Channel) -> None:
+def _run_chapter(chapter: str, spec, work: str, cases: list, notebooks: dict, course, channel: Channel) -> None:
     import numpy as np
 
     from course_lib.grading.extract import SubmissionError, load_namespace
 
     ns, load_error = None, None
     name = notebooks.get(chapter)
-    path = os.path.join(spec["work"], "submission", name) if name else None
+    path = os.path.join(work, "submission", name) if name else None
     if path is None or not os.path.isfile(path):
         load_error = f"the notebook {name or 'of chapter ' + chapter} is not in the submission"
     else:
@@ -615,15 +635,15 @@ def _run_chapter(chapter: str, spec: dict, cases: list, notebooks: dict, course,
             load_error = str(exc)
         except BaseException as exc:  # SystemExit, KeyboardInterrupt ... at import time
             load_error = f"loading the notebook raised {_describe(exc)}"
-    inputs = {} if spec["mode"] == "reference" else _load_inputs(spec["work"], chapter, np)
+    inputs = {} if spec.mode == "reference" else _load_inputs(work, chapter, np)
     for case in (c for c in cases if c.chapter == chapter):
         if ns is None:
-            message = {"case": case.id, "arrays": {}, "error": load_error}
+            message = PROTOCOL.case_message(case.id, error=load_error)
         elif any(not hasattr(ns, r) for r in case.requires):
             missing = ", ".join(r for r in case.requires if not hasattr(ns, r))
-            message = {"case": case.id, "arrays": {}, "error": f"the notebook does not define {missing}"}
-        elif spec["mode"] == "reference":
-            message = _reference_case(case, ns, spec["salt"], course, np)
+            message = PROTOCOL.case_message(case.id, error=f"the notebook does not define {missing}")
+        elif spec.mode == "reference":
+            message = _reference_case(case, ns, spec.salt, course, np)
         else:
             message = _student_case(case, ns, inputs.get(case.id, {}), course, np)
         channel.send(message)
@@ -670,7 +690,7 @@ def _leaking_copies(paths: list[str], cases: list) -> list[str]:
     return leaks
 
 
-def _serve(spec: dict, channel: Channel) -> None:
+def _serve(spec, work: str, channel: Channel) -> None:
     import numpy as np
     import torch
 
@@ -684,31 +704,31 @@ def _serve(spec: dict, channel: Channel) -> None:
     notebooks: dict[str, str] = {}
     cases = []
     course = None
-    for i, path in enumerate(spec["cases_files"]):
+    for i, path in enumerate(spec.cases_files):
         module = _load_module("course_exercise_cases" if i == 0 else f"course_extra_cases_{i}", path)
         course = course or module
         notebooks.update(getattr(module, "NOTEBOOKS", {}))
         cases.extend(getattr(module, "CASES"))
-    ready = {"ready": True, "versions": {"torch": torch.__version__, "numpy": np.__version__, "python": sys.version}}
-    if spec["mode"] == "reference":
-        ready["notebooks"] = notebooks
-        ready["cases"] = [_case_meta(c) for c in cases]
-        ready["leaks"] = _leaking_copies(spec.get("check_files", []), cases)
-    channel.send(ready)
-    with open(int(spec["command_fd"]), "r", encoding="ascii", errors="replace", closefd=False) as commands:
+    reference = {}
+    if spec.mode == "reference":
+        reference = {"notebooks": notebooks, "cases": [_case_meta(c) for c in cases],
+                     "leaks": _leaking_copies(spec.check_files, cases)}
+    versions = {"torch": torch.__version__, "numpy": np.__version__, "python": sys.version}
+    channel.send(PROTOCOL.ready_message(versions, **reference))
+    with open(int(spec.command_fd), "r", encoding="ascii", errors="replace", closefd=False) as commands:
         for line in commands:
             chapter = line.strip()
             if chapter == "exit" or not chapter:
                 break
-            _run_chapter(chapter, spec, cases, notebooks, course, channel)
-            channel.send({"done": chapter})
+            _run_chapter(chapter, spec, work, cases, notebooks, course, channel)
+            channel.send(PROTOCOL.done_message(chapter))
 
 
-def _probe(spec: dict, report: dict, channel: Channel) -> None:
+def _probe(spec, report: dict, channel: Channel) -> None:
     """Check that the sandboxed child can import what grading needs; send what isolation did."""
     import importlib.util
 
-    sys.path[:0] = list(spec["sys_path"])
+    sys.path[:0] = list(spec.sys_path)
     import numpy  # noqa: F401
 
     import course_lib.grading.extract  # noqa: F401
@@ -719,7 +739,7 @@ def _probe(spec: dict, report: dict, channel: Channel) -> None:
     with open(torch_spec.origin, "rb") as fh:
         fh.read(1)
     writable = []
-    if spec.get("private_mounts"):  # (never outside the sandbox: there it would write into the host)
+    if spec.private_mounts:  # (never outside the sandbox: there it would write into the host)
         for place in ("/", "/etc", os.getcwd(), os.path.dirname(torch_spec.origin)):
             probe = os.path.join(place, ".course-grader-probe")
             try:
@@ -728,23 +748,34 @@ def _probe(spec: dict, report: dict, channel: Channel) -> None:
             except OSError:
                 continue
             writable.append(place)
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(probe)
-            except OSError:
-                pass
-    channel.send({"probe": {"uid": os.getuid(), "euid": os.geteuid(), "pid": os.getpid(), "writable": writable,
-                            **report}})
+    channel.send(PROTOCOL.probe_message({"uid": os.getuid(), "euid": os.geteuid(), "pid": os.getpid(),
+                                         "writable": writable, **report}))
+
+
+def _read_request(path: str):
+    """The parent's :class:`~course_lib.grading.protocol.ChildRequest`; exits with a clear error when it is of
+    another protocol version or malformed (nothing has run yet)."""
+    global PROTOCOL
+    PROTOCOL = _load_module("course_grader_protocol", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                    "protocol.py"))
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return PROTOCOL.ChildRequest.from_json(fh.read())
+    except (OSError, UnicodeDecodeError, PROTOCOL.ProtocolError) as exc:
+        print(f"[course grader] the child refuses its request {path}: {exc}", file=sys.stderr, flush=True)
+        os._exit(2)
 
 
 def main(argv: list[str]) -> None:
     """Entry point of the child process; never returns (``os._exit``)."""
-    with open(argv[1], encoding="utf-8") as fh:
-        spec = json.load(fh)
-    spec["work"] = os.path.dirname(os.path.abspath(argv[1]))  # bound back to its path under the covers
-    os.chdir(spec["work"])
-    channel = Channel(int(spec["result_fd"]))
+    spec = _read_request(argv[1])
+    work = os.path.dirname(os.path.abspath(argv[1]))  # bound back to its path under the covers
+    os.chdir(work)
+    channel = Channel(int(spec.result_fd))
     report = isolate(spec)
-    if spec["mode"] == "probe":
+    if spec.mode == "probe":
         try:
             _probe(spec, report, channel)
         except BaseException as exc:  # noqa: BLE001
@@ -754,19 +785,22 @@ def main(argv: list[str]) -> None:
     import signal
 
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-big write fails with EFBIG instead of killing us
-    cap = int(spec.get("limits", {}).get("stream_chars", 1 << 20))
+    cap = int(spec.limits.get("stream_chars", 1 << 20))
     sys.stdout = _CappedStream(1, cap)
     sys.stderr = _CappedStream(2, cap)
+    # A mount holding the course package that stayed writable would let student code rewrite
+    # files that later children (and the next reference run) execute.
+    report["errors"] += _package_writable(report["read_only_failed"])
     for note in report["hidden_failed"] + report["errors"]:
         print(f"[course grader] {note}", file=sys.stderr)
-    if spec["mode"] != "reference" and (report["hidden_failed"] or report["errors"]):
+    if spec.mode != "reference" and (report["hidden_failed"] or report["errors"]):
         print("[course grader] the sandbox is incomplete: no student code runs (tell the instructor)",
               file=sys.stderr)
         sys.stderr.flush()
         os._exit(3)
-    sys.path[:0] = list(spec["sys_path"])
+    sys.path[:0] = list(spec.sys_path)
     try:
-        _serve(spec, channel)
+        _serve(spec, work, channel)
     except BaseException as exc:  # noqa: BLE001 - the parent sees missing results
         try:
             print(f"[course grader] the child stopped: {_describe(exc)}", file=sys.stderr)

@@ -57,7 +57,7 @@ Exit status: 0 when every submission has its row (whatever the students'
 scores), 2 for a usage or reference error (bad option, missing or failing
 solutions), 1 for an unexpected error of the grader.
 
-Source: the autograder issue ("Command").
+Design and threat model: ``course_lib/grading/SECURITY.md``.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "prog_name", "write_run_files", "reference_message"]
 
 
 def _chapters(values: list[str]) -> list[str]:
@@ -205,7 +205,7 @@ _PROBLEM_START = re.compile(r"^  (?:[0-9A-Za-z][0-9A-Za-z._-]*(?:/[0-9A-Za-z_.-]
 
 
 def reference_message(message: str, solutions: Path) -> str:
-    """A reference error (:class:`~course_lib.grading.grader.ReferenceError`) as the instructor should read it.
+    """A reference error (:class:`~course_lib.grading.grader.ReferenceRunError`) as the instructor should read it.
 
     The reference run reads copies of the ``--solutions`` notebooks in a temporary work folder, and its notebook
     errors are worded for students. Here the copies' paths become the real ``--solutions`` paths; and a problem
@@ -277,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     run it as a process of its own.
     """
     args = build_parser().parse_args(argv)
-    from .grader import (GradingConfig, ReferenceError, build_reference, grade_submission, grader_fingerprint,
+    from .grader import (GradingConfig, ReferenceRunError, build_reference, grade_submission, grader_fingerprint,
                          invalid_result, new_work_base, previous_result, versions)
     from .intake import discover, submission_hash
     from .report import write_student_files
@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         return fail(f"--solutions {str(solutions)!r} is not a folder")
     try:
         known = cases_notebooks([cases, *(p.resolve() for p in args.extra_tests)])
-    except (ReferenceError, OSError, SyntaxError, UnicodeDecodeError) as exc:
+    except (ReferenceRunError, OSError, SyntaxError, UnicodeDecodeError) as exc:
         return fail(f"cannot read the chapters of the cases: {exc}")
     unknown = [c for c in chapters if c not in known]
     if unknown:
@@ -369,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"sandbox note: {note}")
         try:
             ref = build_reference(config, supervisor, info, work_base, log=log)
-        except ReferenceError as exc:
+        except ReferenceRunError as exc:
             return fail(reference_message(str(exc), solutions))
         results = []
         unattributed_strays = 0

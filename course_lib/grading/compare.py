@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +27,8 @@ __all__ = ["ResultError", "CaseVerdict", "read_array", "read_input_array", "deco
 
 _ALLOWED = {np.dtype(np.float64): "f", np.dtype(np.int64): "i", np.dtype(np.bool_): "b"}
 _INPUT_DTYPES = {*_ALLOWED, np.dtype(np.float32)}
-_KIND_WORDS = {"f": "float", "i": "integer", "b": "bool"}
+#: dtype kind -> the word the messages use
+_KIND_NAMES = {"f": "float", "i": "int", "u": "int", "b": "bool"}
 MAX_ARRAY_BYTES = 64 << 20
 
 
@@ -74,56 +76,132 @@ def decode_arrays(encoded: object, reader=read_array) -> dict[str, np.ndarray | 
             continue
         try:
             out[key] = reader(base64.b64decode(text.encode("ascii"), validate=True))
+        except ResultError as exc:  # first: a ResultError is a ValueError, and it says what is wrong
+            out[key] = exc
         except (ValueError, UnicodeEncodeError, binascii.Error):
             out[key] = ResultError("the result is not base64 .npy data")
-        except ResultError as exc:
-            out[key] = exc
     return out
 
 
-def compare_arrays(key: str, got: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> str | None:
+def compare_arrays(key: str, got: np.ndarray, ref: np.ndarray, rtol: float, atol: float, *,
+                   verbose: bool = True) -> str | None:
     """Compare one produced array with its reference; ``None`` if it passes, else a teaching message.
 
-    Rules: same dtype kind (float/integer/bool), same shape; for floats every
-    entry that is finite in the reference must be finite and within
-    ``atol + rtol * |ref|`` (:func:`numpy.isclose`), and every non-finite
-    reference entry (e.g. ``-inf`` for a removed logit) must be matched exactly;
-    integers and bools must be equal.
+    The one comparator of the course: the student's check command
+    (``compare`` of the cases file) and the grader (:func:`judge_case`) both
+    call it, so that honest work scores the same in both.
+
+    Rules: same dtype kind (float, integer or bool), same shape; integers and
+    bools must be equal; for floats the reference decides:
+
+    * a finite reference entry needs a finite entry within
+      ``atol + rtol * |ref|`` (:func:`numpy.isclose`): a NaN or an infinity
+      there fails, whatever the tolerances;
+    * a non-finite reference entry must be matched exactly: ``-inf`` (e.g. a
+      removed logit) by ``-inf``, ``inf`` by ``inf``, and NaN by NaN (the
+      reference is the solution's output: if it is NaN, NaN is the answer).
+
+    Args:
+        key: the result's name, used in the message.
+        got: the produced array (any numpy dtype; the kinds ``f``/``i``/``u``/``b`` compare).
+        ref: the reference (``float64``, ``int64`` or ``bool``).
+        rtol, atol: the case's tolerances for float keys.
+        verbose: also print whole small arrays (and the reference's first
+            entries on a shape mismatch). The check command, whose student
+            has the expected values in the cases file anyway, passes ``True``;
+            the grader passes ``False`` (one reference entry per failure), so
+            its feedback does not become a table of answers for inputs that a
+            reused reference (``--reference``) keeps the same.
     """
-    kind, want = _ALLOWED[got.dtype], _ALLOWED[ref.dtype]
-    if kind != want:
-        hint = " (a mask must be a torch.bool tensor, True = may attend)" if want == "b" else ""
-        return f"`{key}` is {_KIND_WORDS[kind]}; expected {_KIND_WORDS[want]}{hint}."
+    got, ref = np.asarray(got), np.asarray(ref)
+    want = _KIND_NAMES[ref.dtype.kind]
+    if got.dtype.kind not in _KIND_NAMES:
+        return f"`{key}` has dtype {got.dtype}; expected {want}."
+    if _KIND_NAMES[got.dtype.kind] != want:
+        hint = " (a mask must be a torch.bool tensor, True = may attend)" if want == "bool" else ""
+        return f"`{key}` has dtype kind {_KIND_NAMES[got.dtype.kind]}; expected {want}{hint}."
     if got.shape != ref.shape:
-        return f"`{key}` has shape {tuple(got.shape)}; expected {tuple(ref.shape)}."
-    if want != "f":
-        wrong = got != ref
-        if not wrong.any():
-            return None
-        first = tuple(int(i) for i in np.argwhere(wrong)[0]) if ref.ndim else ()
-        where = f" first at index {first}:" if first else ""
-        return (f"`{key}` differs at {int(wrong.sum())} of {ref.size} entries;{where} got {got[first]!r}, "
-                f"expected {ref[first]!r}.")
+        msg = f"`{key}` has shape {tuple(got.shape)}; expected {tuple(ref.shape)}."
+        if got.size and ref.size:
+            msg += f"\n      first entries: got {_head(got)}" + (f", expected {_head(ref)}" if verbose else "")
+        return msg
+    if want == "float":
+        return _compare_floats(key, got, ref, rtol, atol, verbose)
+    if ref.ndim == 0 and want == "bool":
+        return _compare_flag(key, bool(got), bool(ref))
+    return _compare_exact(key, got, ref, verbose)
+
+
+def _compare_floats(key: str, got: np.ndarray, ref: np.ndarray, rtol: float, atol: float,
+                    verbose: bool = True) -> str | None:
+    """:func:`compare_arrays` for float arrays of the same shape."""
     finite_ref = np.isfinite(ref)
     bad_nonfinite = finite_ref & ~np.isfinite(got)
-    special_wrong = ~finite_ref & ~((got == ref) | (np.isnan(got) & np.isnan(ref)))
     with np.errstate(invalid="ignore", over="ignore"):
         close = np.isclose(got, ref, rtol=rtol, atol=atol)
+    special_wrong = ~finite_ref & ~((got == ref) | (np.isnan(got) & np.isnan(ref)))
     wrong = (finite_ref & ~close) | bad_nonfinite | special_wrong
     if not wrong.any():
         return None
-    idx = tuple(int(i) for i in np.argwhere(wrong)[0]) if ref.ndim else ()
-    if finite_ref.any():
-        with np.errstate(invalid="ignore", over="ignore"):
-            diff = np.where(wrong & finite_ref & np.isfinite(got), np.abs(got - ref), -1.0)
-        if diff.max() >= 0 and not bad_nonfinite.any():
-            idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), ref.shape)) if ref.ndim else ()
-    where = f" at index {idx}" if idx else ""
-    msg = (f"`{key}` differs at {int(wrong.sum())} of {ref.size} entries (rtol={rtol:g}, atol={atol:g}); "
-           f"e.g.{where}: got {got[idx]!r}, expected {ref[idx]!r}.")
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.where(np.isfinite(got) & finite_ref, np.abs(got - ref), np.inf)
+    worst = np.unravel_index(int(np.argmax(np.where(wrong, diff, -1.0))), ref.shape) if ref.ndim else ()
+    idx = tuple(int(i) for i in worst)
+    tolerances = f"rtol={rtol:g}, atol={atol:g}"
+    if ref.ndim == 0:
+        msg = f"`{key}` is {got.item()!r}; expected {ref.item()!r} ({tolerances})."
+    else:
+        msg = (f"`{key}` differs at {int(wrong.sum())} of {ref.size} entries ({tolerances}). "
+               f"Worst at index {idx}: got {got[idx].item()!r}, expected {ref[idx].item()!r}.")
     if bad_nonfinite.any():
         msg += f" {int(bad_nonfinite.sum())} entries are NaN or infinite where a finite number was expected."
+    if verbose and 1 < ref.size <= 12:
+        msg += f"\n      got      {_fmt(got)}\n      expected {_fmt(ref)}"
     return msg
+
+
+def _compare_flag(key: str, got: bool, ref: bool) -> str | None:
+    """:func:`compare_arrays` for one bool; a ``raised_for_*`` key says which ``ValueError`` is missing."""
+    if got == ref:
+        return None
+    if key.startswith("raised_for_"):
+        return f"ValueError was {'not ' if ref else ''}raised for {_situation(key[len('raised_for_'):])}."
+    return f"`{key}` is {got}; expected {ref}."
+
+
+def _compare_exact(key: str, got: np.ndarray, ref: np.ndarray, verbose: bool = True) -> str | None:
+    """:func:`compare_arrays` for integer and bool arrays of the same shape."""
+    wrong = got != ref
+    if not wrong.any():
+        return None
+    first = tuple(int(i) for i in np.argwhere(wrong)[0]) if ref.ndim else ()
+    where = f"; first at index {first}" if first else ""
+    msg = f"`{key}` differs at {int(wrong.sum())} of {ref.size} entries{where}"
+    msg += f": got {got[first].item()!r}, expected {ref[first].item()!r}." if first else "."
+    if verbose and ref.size <= 64:
+        msg += f"\n      got      {_fmt(got)}\n      expected {_fmt(ref)}"
+    return msg
+
+
+def _fmt(x: np.ndarray) -> str:
+    return np.array2string(np.asarray(x), precision=6, threshold=40, max_line_width=100)
+
+
+def _head(x: np.ndarray, n: int = 4) -> str:
+    """The first ``n`` entries of ``x`` (flattened), e.g. ``[0.1, 0.2, 0.3, 0.4, ...]``."""
+    flat = np.asarray(x).reshape(-1)
+    items = [repr(round(float(v), 6)) if flat.dtype.kind == "f" else repr(v.item()) for v in flat[:n]]
+    return "[" + ", ".join(items) + (", ..." if flat.size > n else "") + "]"
+
+
+def _situation(text: str) -> str:
+    """``"d_model_0"`` -> ``"d_model = 0"``; ``"indivisible_d_model"`` -> ``"indivisible d_model"``."""
+    m = re.fullmatch(r"(d_model|d_k|max_len|top_k|top_p|warmup|step|size|eps|beam_size)_(-?[\d.]+)", text)
+    if m:
+        return f"{m.group(1)} = {m.group(2)}"
+    for ident in ("vocab_size", "d_model", "d_k", "v_cache", "k_cache"):
+        text = text.replace(ident, ident.replace("_", "\0"))
+    return text.replace("_", " ").replace("\0", "_")
 
 
 @dataclass
@@ -178,7 +256,7 @@ def judge_case(case: dict, message: dict | None, reference: dict[str, np.ndarray
             if error is None and message:
                 problems.append(f"`{key}`: {got}")
             continue
-        msg = compare_arrays(key, got, reference[key], float(case["rtol"]), float(case["atol"]))
+        msg = compare_arrays(key, got, reference[key], float(case["rtol"]), float(case["atol"]), verbose=False)
         if msg:
             failed = True
             problems.append(msg)

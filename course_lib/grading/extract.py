@@ -25,11 +25,10 @@ is linear in the size of the notebook.
 
 Beware: keeping a definition is not the same as not running code. Decorators,
 default argument values and class bodies run when the definition runs (see
-``GRADER-NOTES.md``); run untrusted submissions in a separate process.
+``course_lib/grading/SECURITY.md``); run untrusted submissions in a separate process.
 
-Source: chapter "Exercises and grading" of the course's design notes
-(``ARCHITECTURE.md``); the exercise/grader contract in
-``tests/exercises/CONTRACT.md``.
+Design and threat model: ``course_lib/grading/SECURITY.md``; the exercise/grader
+contract: ``tests/exercises/CONTRACT.md`` of the repository.
 """
 
 from __future__ import annotations
@@ -47,7 +46,8 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 __all__ = ["SubmissionError", "extract_source", "load_namespace", "code_cell_numbers", "rename_cells",
-           "rename_cells_with", "MAX_NOTEBOOK_BYTES"]
+           "rename_cells_with", "MAX_NOTEBOOK_BYTES", "read_notebook", "number_code_cells", "code_cells", "Chunk",
+           "extract_chunks", "extract_cells", "assemble_source"]
 
 
 class SubmissionError(ValueError):
@@ -70,7 +70,7 @@ MAX_NOTEBOOK_BYTES = 24 << 20
 MAX_NUMBERED_CELLS = 10_000
 
 
-def _read_notebook(notebook_path: str | PathLike[str]) -> tuple[Path, dict]:
+def read_notebook(notebook_path: str | PathLike[str]) -> tuple[Path, dict]:
     """Return the path and the parsed JSON object of a notebook (nbformat 4, with a ``cells`` list).
 
     Bounded in time and memory for any file: the size is capped
@@ -132,7 +132,7 @@ def _read_text(path: Path) -> str:
         raise SubmissionError(f"notebook {str(path)!r} cannot be read as UTF-8 text: {exc}") from None
 
 
-def _cell_numbers(cells: list) -> dict[int, int]:
+def number_code_cells(cells: list) -> dict[int, int]:
     """``{cell number: code-cell number}`` for the code cells among the first :data:`MAX_NUMBERED_CELLS`."""
     out: dict[int, int] = {}
     code = 0
@@ -155,7 +155,7 @@ def code_cell_numbers(notebook: str | PathLike[str]) -> dict[int, int]:
         notebook: path of an ``.ipynb`` file.
     """
     try:
-        return _cell_numbers(_read_notebook(notebook)[1]["cells"])
+        return number_code_cells(read_notebook(notebook)[1]["cells"])
     except SubmissionError:
         return {}
 
@@ -192,7 +192,7 @@ def rename_cells(text: str, notebook: str | PathLike[str]) -> str:
     return rename_cells_with(text, code_cell_numbers(notebook))
 
 
-def _code_cells(path: Path, nb: dict) -> list[tuple[int, str]]:
+def code_cells(path: Path, nb: dict) -> list[tuple[int, str]]:
     """``[(cell_number, source), ...]`` of the code cells of a parsed notebook.
 
     ``cell_number`` counts every cell of the notebook from 1 (markdown cells
@@ -222,8 +222,8 @@ def _read_code_cells(notebook_path: str | PathLike[str]) -> tuple[Path, list[tup
     Raises:
         SubmissionError: missing file, not UTF-8 JSON, not an nbformat-4 notebook.
     """
-    path, nb = _read_notebook(notebook_path)
-    return path, _code_cells(path, nb)
+    path, nb = read_notebook(notebook_path)
+    return path, code_cells(path, nb)
 
 
 # ---------------------------------------------------------------------------
@@ -354,22 +354,24 @@ def _is_future_import(node: ast.stmt) -> bool:
 
 
 @dataclass(frozen=True)
-class _Chunk:
+class Chunk:
+    """A kept top-level statement of a code cell (see :func:`extract_cells`)."""
+
     cell: int  # cell number in the notebook (from 1)
     first_line: int  # line of the chunk's first line inside the cell (from 1)
     text: str
 
 
-def _extract(notebook_path: str | PathLike[str]) -> tuple[Path, list[str], list[_Chunk]]:
+def extract_chunks(notebook_path: str | PathLike[str]) -> tuple[Path, list[str], list[Chunk]]:
     """Return the path, the ``__future__`` imports and the kept chunks, in order."""
     path, cells = _read_code_cells(notebook_path)
-    return (path, *_extract_cells(path, cells))
+    return (path, *extract_cells(path, cells))
 
 
-def _extract_cells(path: Path, cells: list[tuple[int, str]]) -> tuple[list[str], list[_Chunk]]:
-    """The ``__future__`` imports and the kept chunks of ``cells`` (from :func:`_code_cells`), in order."""
+def extract_cells(path: Path, cells: list[tuple[int, str]]) -> tuple[list[str], list[Chunk]]:
+    """The ``__future__`` imports and the kept chunks of ``cells`` (from :func:`code_cells`), in order."""
     futures: list[str] = []
-    chunks: list[_Chunk] = []
+    chunks: list[Chunk] = []
     budget = _Budget()
     for number, raw in cells:
         source = _to_python(raw, budget)
@@ -402,13 +404,13 @@ def _extract_cells(path: Path, cells: list[tuple[int, str]]) -> tuple[list[str],
             end = node.end_lineno or node.lineno
             shares_line = node.col_offset != 0 or (i + 1 < len(body) and body[i + 1].lineno == end)
             if shares_line:  # e.g. "import os; print(os.name)": keep only the import
-                chunks.append(_Chunk(number, node.lineno, ast.unparse(node)))
+                chunks.append(Chunk(number, node.lineno, ast.unparse(node)))
             else:
-                chunks.append(_Chunk(number, start, "\n".join(lines[start - 1 : end])))
+                chunks.append(Chunk(number, start, "\n".join(lines[start - 1 : end])))
     return futures, chunks
 
 
-def _assemble(path: Path, futures: list[str], chunks: list[_Chunk]) -> tuple[str, list[tuple[int, int]]]:
+def assemble_source(path: Path, futures: list[str], chunks: list[Chunk]) -> tuple[str, list[tuple[int, int]]]:
     """Join the chunks; also return, per line of the result, ``(cell, line in cell)`` (0, 0 for headers)."""
     out: list[str] = [f"# Graded code extracted from {path.name} by course_lib.grading.extract"]
     where: list[tuple[int, int]] = [(0, 0)]
@@ -447,8 +449,8 @@ def extract_source(notebook_path: str | PathLike[str]) -> str:
             notebook; a code cell has a syntax error (message gives the cell
             number, counting all cells from 1, and the line in the cell).
     """
-    path, futures, chunks = _extract(notebook_path)
-    return _assemble(path, futures, chunks)[0]
+    path, futures, chunks = extract_chunks(notebook_path)
+    return assemble_source(path, futures, chunks)[0]
 
 
 def _locate(exc: BaseException, filename: str, where: list[tuple[int, int]]) -> str:
@@ -484,8 +486,8 @@ def load_namespace(notebook_path: str | PathLike[str], required: Iterable[str] =
             defined (all missing names are listed).
     """
     required = tuple(required)
-    path, futures, chunks = _extract(notebook_path)
-    source, where = _assemble(path, futures, chunks)
+    path, futures, chunks = extract_chunks(notebook_path)
+    source, where = assemble_source(path, futures, chunks)
     filename = f"<extracted from {path}>"
     stem = re.sub(r"\W", "_", path.stem)
     module_name = f"submission_{stem}"

@@ -20,7 +20,7 @@ import torch: the cases run in children (:mod:`.child`), which only send arrays.
    on the parent's clock, with the reference for exactly those inputs
    (:mod:`.compare`).
 
-Source: the autograder issue and the exercise/grader contract
+Design and threat model: ``course_lib/grading/SECURITY.md``; the exercise/grader contract
 (``tests/exercises/CONTRACT.md``).
 """
 
@@ -51,16 +51,16 @@ from .sandbox import (MEMORY_WORDS, ChildRun, ChildSpec, Limits, SandboxInfo, Su
                       make_workdir, needed_paths, nobody_can_reach, remove_tree, run_chapters)
 from .inspect_notebooks import ChapterInspection, inspect_notebooks, rename_cells_with
 
-__all__ = ["GradingConfig", "Reference", "ReferenceError", "build_reference", "grade_submission", "cases_notebooks",
+__all__ = ["GradingConfig", "Reference", "ReferenceRunError", "build_reference", "grade_submission", "cases_notebooks",
            "load_reference", "invalid_result", "previous_result", "new_work_base", "grader_fingerprint", "versions",
-           "reachable_by_nobody"]
+           "reachable_by_nobody", "hidden_paths", "MANIFEST_FORMAT"]
 
 MANIFEST_FORMAT = "course-grader-manifest/2"
 _CASE_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._-]{0,99}$")
 _KEY = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}$")
 
 
-class ReferenceError(RuntimeError):
+class ReferenceRunError(RuntimeError):
     """The reference run on ``solutions/`` failed: the grading cannot start."""
 
 
@@ -162,7 +162,7 @@ def cases_notebooks(cases_files: list[Path]) -> dict[str, str]:
     """chapter -> notebook name, read from the ``NOTEBOOKS`` literal of each cases file by parsing it.
 
     Raises:
-        ReferenceError: a cases file has no literal ``NOTEBOOKS`` dict and is the course's own.
+        ReferenceRunError: a cases file has no literal ``NOTEBOOKS`` dict and is the course's own.
     """
     out: dict[str, str] = {}
     for i, path in enumerate(cases_files):
@@ -179,7 +179,7 @@ def cases_notebooks(cases_files: list[Path]) -> dict[str, str]:
         if isinstance(found, dict):
             out.update({str(k): str(v) for k, v in found.items()})
         elif i == 0:
-            raise ReferenceError(f"{path} has no literal NOTEBOOKS dict (chapter -> notebook file name)")
+            raise ReferenceRunError(f"{path} has no literal NOTEBOOKS dict (chapter -> notebook file name)")
     return out
 
 
@@ -274,7 +274,7 @@ def build_reference(config: GradingConfig, supervisor: Supervisor, info: Sandbox
     a manifest (and so its inputs); otherwise every run draws anew.
 
     Raises:
-        ReferenceError: a solution notebook is missing; the reference child
+        ReferenceRunError: a solution notebook is missing; the reference child
             failed; a case raised on the solutions, or its arrays disagree with
             the case's ``expected()`` on every draw (the message lists the cases).
     """
@@ -282,16 +282,17 @@ def build_reference(config: GradingConfig, supervisor: Supervisor, info: Sandbox
     chapters = config.chapters or sorted(notebooks)
     unknown = [c for c in chapters if c not in notebooks]
     if unknown:
-        raise ReferenceError(f"--chapters {', '.join(unknown)}: no such chapter (known: {', '.join(sorted(notebooks))})")
+        raise ReferenceRunError(f"--chapters {', '.join(unknown)}: no such chapter "
+                                f"(known: {', '.join(sorted(notebooks))})")
     missing = [notebooks[c] for c in chapters if not (config.solutions_dir / notebooks[c]).is_file()]
     if missing:
-        raise ReferenceError(f"solution notebooks missing in {config.solutions_dir}: {', '.join(missing)} "
+        raise ReferenceRunError(f"solution notebooks missing in {config.solutions_dir}: {', '.join(missing)} "
                              f"(grade fewer chapters with --chapters)")
     inputs = _inputs_key(config, chapters, notebooks)
     if config.reference_manifest is not None:
         ref = load_reference(Path(config.reference_manifest), inputs)
         if ref is None:
-            raise ReferenceError(f"--reference {config.reference_manifest}: missing, damaged or made for other "
+            raise ReferenceRunError(f"--reference {config.reference_manifest}: missing, damaged or made for other "
                                  f"cases, solutions, chapters or grader version")
         log(f"reference: reusing {config.reference_manifest} (sha256 {ref.sha256[:12]}), with its drawn inputs")
         ref.student_cases = _student_copies(config.cases_files)
@@ -315,13 +316,13 @@ def build_reference(config: GradingConfig, supervisor: Supervisor, info: Sandbox
         run = run_chapters(work, spec, supervisor=supervisor, info=info, limits=limits, sys_path=child_sys_path(),
                            chapters=chapters, case_ids={})
         if run.ready.get("leaks"):
-            raise ReferenceError("the student copy of a cases file still carries expected values, which the "
+            raise ReferenceRunError("the student copy of a cases file still carries expected values, which the "
                                  "student's process would hold: " + "; ".join(map(str, run.ready["leaks"]))
                                  + ". Register cases with Case(...) or _add(...) under those names, or pass "
                                  "expected= (and robust=) as keyword arguments.")
         bad = {ch: st for ch, st in run.chapter_status.items() if st != "ok"}
         if bad or not run.ready.get("cases"):
-            raise ReferenceError(f"the reference run on solutions/ failed: chapters {bad or 'unknown'}; "
+            raise ReferenceRunError(f"the reference run on solutions/ failed: chapters {bad or 'unknown'}; "
                                  f"its stderr ends with:\n{run.stderr_tail[-2000:]}")
         manifest = _assemble_manifest(config, run, chapters, notebooks, inputs, ref_dir)
     finally:
@@ -329,7 +330,7 @@ def build_reference(config: GradingConfig, supervisor: Supervisor, info: Sandbox
     atomic_write(ref_dir / "manifest.json", json.dumps(manifest, indent=1, sort_keys=True).encode())
     ref = load_reference(ref_dir / "manifest.json", inputs)
     if ref is None:  # pragma: no cover - just written
-        raise ReferenceError("the reference manifest could not be read back")
+        raise ReferenceRunError("the reference manifest could not be read back")
     ref.student_cases = _student_copies(config.cases_files)
     log(f"reference: {len(ref.cases)} cases, {manifest['max_score']} points, manifest sha256 {ref.sha256[:12]}")
     return ref
@@ -340,7 +341,7 @@ def _student_copies(cases_files: list[Path]) -> list[str]:
     try:
         return [student_copy(Path(p).read_text(encoding="utf-8"), str(p)) for p in cases_files]
     except SyntaxError as exc:
-        raise ReferenceError(f"a cases file is not valid Python: {exc}") from None
+        raise ReferenceRunError(f"a cases file is not valid Python: {exc}") from None
 
 
 def _store_arrays(ref_dir: Path, folder: str, arrays: dict[str, np.ndarray]) -> dict:
@@ -395,9 +396,9 @@ def _assemble_manifest(config: GradingConfig, run: ChildRun, chapters: list[str]
         entry["draws"] = _store_arrays(ref_dir, f"draws/{cid}", extra["draws"])
         cases.append(entry)
     if problems:
-        raise ReferenceError("the solutions do not pass their own cases:\n  " + "\n  ".join(problems[:40]))
+        raise ReferenceRunError("the solutions do not pass their own cases:\n  " + "\n  ".join(problems[:40]))
     if not cases:
-        raise ReferenceError(f"no cases for chapters {', '.join(chapters)}")
+        raise ReferenceRunError(f"no cases for chapters {', '.join(chapters)}")
     return {
         "format": MANIFEST_FORMAT,
         "inputs": inputs,
@@ -474,7 +475,7 @@ def grade_submission(sub: Submission, ref: Reference, config: GradingConfig, sup
             spawn=supervisor.spawn, kill=supervisor.kill_tree)
         for ch in present:
             flags.extend(inspected[ch].flags)
-        spec = ChildSpec("student", cases_files=_write_child_files(work, ref, present), hide=_hidden(config))
+        spec = ChildSpec("student", cases_files=_write_child_files(work, ref, present), hide=hidden_paths(config))
         case_ids = {ch: {c["id"] for c in ref.cases if c["chapter"] == ch} for ch in present}
         run = run_chapters(work, spec, supervisor=supervisor, info=info, limits=config.limits,
                            sys_path=child_sys_path(), chapters=present, case_ids=case_ids) if present else ChildRun()
@@ -521,7 +522,7 @@ def reachable_by_nobody(config: GradingConfig, single: bool = False) -> list[str
     needed = needed_paths(child_sys_path())
     own = {str(Path(p).resolve()) for p in config.hide} if single else set()
     out = []
-    for path in _hidden(config):
+    for path in hidden_paths(config):
         if path in own or any(_contains(path, p) for p in needed):
             continue
         if os.path.exists(path) and nobody_can_reach(path):
@@ -533,7 +534,7 @@ def _contains(folder: str, path: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def _hidden(config: GradingConfig) -> list[str]:
+def hidden_paths(config: GradingConfig) -> list[str]:
     """Paths the student's process must not see: solutions, reports, submissions, the folder of every
     cases file - the package's own registry (:data:`~course_lib.grading.casefile.CASES_DIR`, which holds
     every ``expected()``) always, in every copy of the package on the child's import paths: the child
@@ -558,13 +559,7 @@ def _hidden(config: GradingConfig) -> list[str]:
                         and not (e.name == "course_lib" and e.resolve() == imported))  # files too (a zip)
         except OSError:
             pass
-    out, seen = [], set()
-    for p in hide:
-        p = str(Path(p).resolve())
-        if p not in seen:
-            seen.add(p)
-            out.append(p)
-    return out
+    return list(dict.fromkeys(str(Path(p).resolve()) for p in hide))  # (each once, in order)
 
 
 def _strip_workdir(text: str, work: Path) -> str:

@@ -30,6 +30,7 @@ Use (in the parent)::
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import json
@@ -45,7 +46,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Callable, Mapping
 
-from .extract import (SubmissionError, _assemble, _cell_numbers, _code_cells, _extract_cells, _read_notebook,
+from .extract import (SubmissionError, assemble_source, number_code_cells, code_cells, extract_cells, read_notebook,
                       rename_cells_with)
 from .static_checks import ADVISORY, check_source
 
@@ -183,10 +184,8 @@ def _child_sys_path() -> list[str]:
 def _kill(proc: subprocess.Popen) -> None:
     """Kill the inspector's process group (it is alone in its session) and reap it."""
     if proc.poll() is None:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
     proc.wait()
 
 
@@ -313,12 +312,12 @@ def _uninspected(chapter: str, problem: str) -> dict:
 def _inspect_chapter(item: dict, record: dict) -> dict:
     """Fill ``record`` with the chapter's numbering, then its flags or its error; return it."""
     try:
-        path, nb = _read_notebook(item["path"])
-        numbers = _cell_numbers(nb["cells"])
+        path, nb = read_notebook(item["path"])
+        numbers = number_code_cells(nb["cells"])
         record["cell_numbers"] = {str(k): v for k, v in numbers.items()}
-        cells = _code_cells(path, nb)
+        cells = code_cells(path, nb)
         del nb
-        source = _assemble(path, *_extract_cells(path, cells))[0]
+        source = assemble_source(path, *extract_cells(path, cells))[0]
     except SubmissionError as exc:
         record["error"] = _clean(str(exc))
         return record

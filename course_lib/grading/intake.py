@@ -18,7 +18,7 @@ size over the caps is skipped and reported (a *flag*); an archive with too
 many members, too large in total, or unreadable is an *invalid submission*.
 Folders are walked without following symbolic links.
 
-Source: the autograder issue (isolation and trust).
+Design and threat model: ``course_lib/grading/SECURITY.md``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from pathlib import Path, PurePosixPath
 from typing import Callable
 
 __all__ = ["IntakeLimits", "Submission", "discover", "collect_notebooks", "student_id", "display_name",
-           "RESERVED_IDS"]
+           "RESERVED_IDS", "submission_hash"]
 
 _SKIP_DIRS = {".ipynb_checkpoints", "__MACOSX", ".git", "__pycache__"}
 

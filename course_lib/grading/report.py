@@ -30,7 +30,7 @@ Every file is written to a temporary file in the same folder, flushed to disk
 and moved into place with :func:`os.replace`, so a reader never sees half a
 report and a crash never leaves one.
 
-Source: the autograder issue ("Reports").
+Design and threat model: ``course_lib/grading/SECURITY.md``.
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ from pathlib import Path
 from .intake import RESERVED_IDS
 
 __all__ = ["StudentResult", "atomic_write", "write_student_files", "grades_csv", "gradescope_results",
-           "feedback_markdown", "md_fence", "md_text", "plain_text", "student_dir", "STATUSES"]
+           "feedback_markdown", "md_fence", "md_text", "plain_text", "student_dir", "STATUSES",
+           "exercise_order"]
 
 STATUSES = ("ok", "timeout", "crashed", "memory", "invalid submission")
 

@@ -33,11 +33,12 @@ child ends, its PID namespace (or cgroup) takes every process of the child
 with it, ``setsid`` ones included; the parent is also a *child subreaper* and
 sweeps strays.
 
-Source: the autograder issue and ``GRADER-NOTES.md``.
+Design and threat model: ``course_lib/grading/SECURITY.md``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import json
@@ -53,9 +54,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .protocol import ChildRequest, protocol_problem
+
 __all__ = ["Limits", "SandboxInfo", "Supervisor", "ChildRun", "ChildSpec", "probe_sandbox", "run_chapters",
-           "child_sys_path", "needed_paths", "make_workdir", "remove_tree", "nobody_can_reach", "MEMORY_WORDS",
-           "UnsafeSandboxError"]
+           "child_sys_path", "child_request", "needed_paths", "make_workdir", "remove_tree", "nobody_can_reach",
+           "MEMORY_WORDS", "CHILD_SCRIPT", "UnsafeSandboxError"]
 
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
 NOBODY_UID = 65534
@@ -91,7 +94,7 @@ class Limits:
             ``import torch``, the cases) before its first chapter.
         memory_mb: address space (``RLIMIT_AS``) and, with a memory cgroup,
             resident memory plus scratch files, in MiB; at least 1024
-            (``import torch`` needs the room, ``GRADER-NOTES.md``).
+            (``import torch`` needs the room, see ``SECURITY.md``).
         cpu_s: CPU seconds per child (``RLIMIT_CPU``). ``None``: the submission timeout.
         file_mb: largest file the child may write (``RLIMIT_FSIZE``), which
             also caps its stdout/stderr files, in MiB.
@@ -402,10 +405,8 @@ class Supervisor:
                 break
             time.sleep(0.02)
         _kill(proc.pid)
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         try:
             proc.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL'ed processes exit
@@ -440,10 +441,8 @@ class Supervisor:
 
 
 def _kill(pid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _reap(pid: int, wait_s: float = 2.0) -> None:
@@ -613,7 +612,7 @@ def nobody_can_reach(path: str) -> bool:
 
 @dataclass
 class ChildSpec:
-    """What one child is told to do (written as ``spec-N.json`` in its work folder).
+    """What the grader asks of one child; :func:`child_request` adds how it isolates itself (``spec-N.json``).
 
     Attributes:
         mode: ``"student"``, ``"reference"`` or ``"probe"``.
@@ -631,31 +630,32 @@ class ChildSpec:
     check_files: list[str] = field(default_factory=list)
 
 
-def _spec_json(work: Path, spec: ChildSpec, *, info: SandboxInfo, limits: Limits, sys_path: list[str],
-               result_fd: int, command_fd: int) -> dict:
+def child_request(work: Path, spec: ChildSpec, *, info: SandboxInfo, limits: Limits, sys_path: list[str],
+                  result_fd: int, command_fd: int) -> ChildRequest:
+    """The :class:`~course_lib.grading.protocol.ChildRequest` telling one child what to do and how to isolate itself."""
     needed = needed_paths(sys_path)
     hide = [h for h in spec.hide if not _is_ancestor_or_same(h, str(work)) and not any(
         _is_ancestor_or_same(h, p) for p in needed)]
     isolated = info.mode in ("namespaces", "userns")
-    return {
-        "mode": spec.mode,
-        "salt": spec.salt,
-        "sys_path": sys_path,
-        "cases_files": spec.cases_files,
-        "check_files": spec.check_files,
-        "stage_dir": str(work / "stage"),
-        "result_fd": result_fd,
-        "command_fd": command_fd,
-        "limits": limits.rlimits(own_uid=info.drop == "uid", pids_cgroup="pids" in info.cgroups),
-        "hide": hide if isolated else [],
-        "private_mounts": isolated,
-        "scratch_mb": limits.scratch_mb,
-        "keep_visible": needed + [str(work)],
-        "expose": needed if (info.drop == "uid" and isolated) else [],
-        "drop": info.drop,
-        "uid": NOBODY_UID,
-        "gid": NOBODY_GID,
-    }
+    return ChildRequest(
+        mode=spec.mode,
+        salt=spec.salt,
+        sys_path=list(sys_path),
+        cases_files=list(spec.cases_files),
+        check_files=list(spec.check_files),
+        stage_dir=str(work / "stage"),
+        result_fd=result_fd,
+        command_fd=command_fd,
+        limits=limits.rlimits(own_uid=info.drop == "uid", pids_cgroup="pids" in info.cgroups),
+        hide=hide if isolated else [],
+        private_mounts=isolated,
+        scratch_mb=int(limits.scratch_mb),
+        keep_visible=needed + [str(work)],
+        expose=needed if (info.drop == "uid" and isolated) else [],
+        drop=info.drop,
+        uid=NOBODY_UID,
+        gid=NOBODY_GID,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -673,6 +673,7 @@ class ChildSession:
     def __init__(self, work: Path, spec: ChildSpec, *, supervisor: Supervisor, info: SandboxInfo, limits: Limits,
                  sys_path: list[str], launch: int) -> None:
         self.supervisor, self.limits = supervisor, limits
+        self.trusted = spec.mode == "reference"  # the solutions' run: its expected values are kept
         self.max_message = MAX_MESSAGE_BYTES[spec.mode]
         self.buffer = bytearray()
         self.received = 0
@@ -680,10 +681,10 @@ class ChildSession:
         self.broken: str | None = None
         result_r, result_w = os.pipe()
         command_r, command_w = os.pipe()
-        spec_data = _spec_json(work, spec, info=info, limits=limits, sys_path=sys_path, result_fd=result_w,
-                               command_fd=command_r)
+        request = child_request(work, spec, info=info, limits=limits, sys_path=sys_path, result_fd=result_w,
+                                command_fd=command_r)
         spec_path = work / f"spec-{launch}.json"
-        spec_path.write_text(json.dumps(spec_data, indent=1), encoding="utf-8")
+        spec_path.write_text(request.to_json(), encoding="utf-8")
         os.chmod(spec_path, 0o644)
         self.cgroup = ChildCgroup.create(f"course-grade-{os.getpid()}-{work.name}-{launch}", limits) \
             if info.cgroups else None
@@ -987,11 +988,14 @@ def _run_chapter(session: ChildSession, chapter: str, case_ids: set[str], run: C
             return "ok"
         case_id = message.get("case")
         if isinstance(case_id, str) and case_id in case_ids and case_id not in run.results:
-            run.results[case_id] = _kept_fields(message)
+            run.results[case_id] = _kept_fields(message, reference=session.trusted)
 
 
-def _kept_fields(message: dict) -> dict:
-    """Only what the parent uses of a case message: ``arrays`` (str -> str) and ``error`` (capped text)."""
+def _kept_fields(message: dict, *, reference: bool = False) -> dict:
+    """Only what the parent uses of a case message: ``arrays`` (str -> str) and ``error`` (capped text).
+
+    ``expected`` and ``inputs`` are kept from the trusted reference run only (``reference=True``).
+    """
     kept: dict = {"arrays": {}, "error": None}
     arrays = message.get("arrays")
     if isinstance(arrays, dict):
@@ -999,7 +1003,7 @@ def _kept_fields(message: dict) -> dict:
     error = message.get("error")
     if isinstance(error, str):
         kept["error"] = error[:MAX_ERROR_CHARS]
-    for key in ("expected", "inputs"):  # the trusted reference run only
+    for key in ("expected", "inputs") if reference else ():  # the trusted reference run only
         if isinstance(message.get(key), dict):
             kept[key] = {k: v for k, v in message[key].items() if isinstance(k, str) and isinstance(v, str)}
     return kept
@@ -1028,7 +1032,10 @@ def run_chapters(work: Path, spec: ChildSpec, *, supervisor: Supervisor, info: S
         failed = None
         try:
             ready = session.next_message(min(sub_deadline, session.started + limits.startup_timeout_s))
-            if not isinstance(ready, dict) or ready.get("ready") is not True:
+            mismatch = protocol_problem(ready) if isinstance(ready, dict) and ready.get("ready") is True else ""
+            if mismatch:
+                run.problems.append(mismatch)
+            if not isinstance(ready, dict) or ready.get("ready") is not True or mismatch:
                 # the child never got going: another one would not either
                 status = "timeout" if time.monotonic() >= sub_deadline else "crashed"
                 for ch in remaining:

@@ -30,7 +30,7 @@ grader's guarantee is its sandbox, not this check.
 The work is linear in the size of the source (references are resolved once,
 with memoisation), and at most :data:`MAX_FLAGS` flags are listed.
 
-Source: the autograder issue ("structural checks flagged for the instructor").
+Design and threat model (these checks are advisory): ``course_lib/grading/SECURITY.md``.
 """
 
 from __future__ import annotations
@@ -235,23 +235,33 @@ def _module_bindings(tree: ast.Module) -> _Module:
     """The top-level bindings of ``tree``, in source order (a later binding replaces an earlier one)."""
     module = _Module()
     for node in tree.body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            for bound, target in _import_targets(node):
-                if bound == "*":
-                    module.stars.append((target, node.lineno))
-                    continue
-                _unbind(module, bound)
-                module.names[bound] = target
-                module.imported[bound] = (target, node.lineno)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            _unbind(module, node.name)
-            module.defs[node.name] = node
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            for name, value in _bound_pairs(node):
-                _unbind(module, name)
-                if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                    module.strings[name] = value.value
+        _bind_top_level(module, node)
     return module
+
+
+def _bind_top_level(module: _Module, node: ast.stmt) -> None:
+    """Record what one top-level statement binds (imports, definitions, assignments)."""
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        for bound, target in _import_targets(node):
+            _bind_import(module, bound, target, node.lineno)
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        _unbind(module, node.name)
+        module.defs[node.name] = node
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        for name, value in _bound_pairs(node):
+            _unbind(module, name)
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                module.strings[name] = value.value
+
+
+def _bind_import(module: _Module, bound: str, target: str, line: int) -> None:
+    """Record one name a top-level import binds (``*``: a star import)."""
+    if bound == "*":
+        module.stars.append((target, line))
+        return
+    _unbind(module, bound)
+    module.names[bound] = target
+    module.imported[bound] = (target, line)
 
 
 def _unbind(module: _Module, name: str) -> None:
@@ -301,38 +311,47 @@ class _Resolver:
             return self.memo[id(node)]
         if depth > _MAX_DEPTH:
             return ()
-        if isinstance(node, ast.Name):
-            out = self.scope.lookup(node.id)
-        elif isinstance(node, ast.Attribute):
-            out = tuple(f"{base}.{node.attr}" for base in self(node.value, depth + 1))
-        elif isinstance(node, ast.Call):
-            out = self._call(node, depth)
-        elif isinstance(node, ast.Subscript):
-            out = self._item(self(node.value, depth + 1), _const_str(node.slice, self.scope.strings))
-        else:
-            out = ()
+        out = self._resolve(node, depth)
         self.memo[id(node)] = out
         return out
 
+    def _resolve(self, node: ast.AST, depth: int) -> tuple[str, ...]:
+        """:meth:`__call__` without the memo."""
+        if isinstance(node, ast.Name):
+            return self.scope.lookup(node.id)
+        if isinstance(node, ast.Attribute):
+            return tuple(f"{base}.{node.attr}" for base in self(node.value, depth + 1))
+        if isinstance(node, ast.Call):
+            return self._call(node, depth)
+        if isinstance(node, ast.Subscript):
+            return self._item(self(node.value, depth + 1), _const_str(node.slice, self.scope.strings))
+        return ()
+
     def _call(self, node: ast.Call, depth: int) -> tuple[str, ...]:
         """What a call returns, for the calls that return a named object."""
-        args, out = node.args, []
+        out: list[str] = []
         for callee in map(_normalise, self(node.func, depth + 1)):
-            name = _const_str(args[0], self.scope.strings) if args else None
-            attribute = _const_str(args[1], self.scope.strings) if len(args) >= 2 else None
-            if callee in _GETATTR and attribute is not None:
-                out += [f"{base}.{attribute}" for base in self(args[0], depth + 1)]
-            elif callee in _IMPORTERS and name:
-                out.append(name if callee != "__import__" or _has_fromlist(node) else name.split(".")[0])
-            elif callee == "vars" and len(args) == 1:
-                out += [f"{base}.__dict__" for base in self(args[0], depth + 1)]
-            elif callee in ("globals", "vars", "locals") and not args:
-                out.append("<globals>")
-            elif callee.endswith(".get") and name is not None:
-                out += self._item((callee[: -len(".get")],), name)
-            elif callee.endswith((".__getattribute__", ".__getattr__")) and name is not None:
-                out.append(f"{callee.rsplit('.', 1)[0]}.{name}")
+            out += self._call_result(callee, node, depth)
         return tuple(out)
+
+    def _call_result(self, callee: str, node: ast.Call, depth: int) -> list[str]:
+        """What ``node`` returns when its callee is ``callee`` (one of the names it may refer to)."""
+        args = node.args
+        name = _const_str(args[0], self.scope.strings) if args else None
+        attribute = _const_str(args[1], self.scope.strings) if len(args) >= 2 else None
+        if callee in _GETATTR and attribute is not None:
+            return [f"{base}.{attribute}" for base in self(args[0], depth + 1)]
+        if callee in _IMPORTERS and name:
+            return [name if callee != "__import__" or _has_fromlist(node) else name.split(".")[0]]
+        if callee == "vars" and len(args) == 1:
+            return [f"{base}.__dict__" for base in self(args[0], depth + 1)]
+        if callee in ("globals", "vars", "locals") and not args:
+            return ["<globals>"]
+        if callee.endswith(".get") and name is not None:
+            return list(self._item((callee[: -len(".get")],), name))
+        if callee.endswith((".__getattribute__", ".__getattr__")) and name is not None:
+            return [f"{callee.rsplit('.', 1)[0]}.{name}"]
+        return []
 
     def _item(self, bases: tuple[str, ...], key: str | None) -> tuple[str, ...]:
         """``base[key]`` for the mappings that hold named objects (modules, namespaces)."""
@@ -340,13 +359,18 @@ class _Resolver:
             return ()
         out: list[str] = []
         for base in map(_normalise, bases):
-            if base == "sys.modules":
-                out.append(key)
-            elif base.endswith(".__dict__"):
-                out.append(f"{base[: -len('.__dict__')]}.{key}")
-            elif base == "<globals>":
-                out += self.scope.lookup_global(key)
+            out += self._item_of(base, key)
         return tuple(out)
+
+    def _item_of(self, base: str, key: str) -> list[str]:
+        """``base[key]`` for one (normalised) base."""
+        if base == "sys.modules":
+            return [key]
+        if base.endswith(".__dict__"):
+            return [f"{base[: -len('.__dict__')]}.{key}"]
+        if base == "<globals>":
+            return list(self.scope.lookup_global(key))
+        return []
 
 
 def _has_fromlist(node: ast.Call) -> bool:
@@ -364,16 +388,20 @@ def _bind_locals(nodes: list[ast.AST], scope: _Scope, resolve: _Resolver) -> Non
     nodes.sort(key=lambda n: (n.lineno, n.col_offset))
     for node in nodes:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            for bound, target in _import_targets(node):
-                if bound != "*":
-                    scope.bind(bound, (target,))
+            for bound, target in (t for t in _import_targets(node) if t[0] != "*"):
+                scope.bind(bound, (target,))
             continue
         for name, value in _bound_pairs(node):
-            text = _const_str(value, scope.strings)
-            if text is not None:
-                scope.strings.maps[0][name] = text
-            elif resolve(value):
-                scope.bind(name, resolve(value))
+            _bind_local(name, value, scope, resolve)
+
+
+def _bind_local(name: str, value: ast.AST, scope: _Scope, resolve: _Resolver) -> None:
+    """Record ``name = value`` inside a definition: a folded string, or the names ``value`` may refer to."""
+    text = _const_str(value, scope.strings)
+    if text is not None:
+        scope.strings.maps[0][name] = text
+    elif resolve(value):
+        scope.bind(name, resolve(value))
 
 
 def _bound_pairs(node: ast.AST) -> list[tuple[str, ast.AST]]:
@@ -389,14 +417,21 @@ def _bound_pairs(node: ast.AST) -> list[tuple[str, ast.AST]]:
         return [(node.target.id, node.value)] if isinstance(node.target, ast.Name) and node.value else []
     pairs: list[tuple[str, ast.AST]] = []
     for target in node.targets:  # ast.Assign
-        todo = [(target, node.value)]
-        while todo:
-            t, v = todo.pop()
-            if isinstance(t, ast.Name):
-                pairs.append((t.id, v))
-            elif isinstance(t, (ast.Tuple, ast.List)) and isinstance(v, (ast.Tuple, ast.List)) \
-                    and len(t.elts) == len(v.elts):
-                todo += list(zip(t.elts, v.elts))
+        pairs += _unpacked(target, node.value)
+    return pairs
+
+
+def _unpacked(target: ast.AST, value: ast.AST) -> list[tuple[str, ast.AST]]:
+    """``[(name, value node), ...]`` of ``target = value``, tuples unpacked (``a, b = 1, 2``)."""
+    pairs: list[tuple[str, ast.AST]] = []
+    todo = [(target, value)]
+    while todo:
+        t, v = todo.pop()
+        if isinstance(t, ast.Name):
+            pairs.append((t.id, v))
+            continue
+        if isinstance(t, (ast.Tuple, ast.List)) and isinstance(v, (ast.Tuple, ast.List)) and len(t.elts) == len(v.elts):
+            todo += list(zip(t.elts, v.elts))
     return pairs
 
 
@@ -437,19 +472,22 @@ def _facts(definition: ast.AST, module: _Module) -> _Facts:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             facts.imports += [(t, line) for t in _imported_names(node)]
         if isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
-            resolved = resolve(node)
-            facts.uses += [(d, line) for d in resolved if "." in d]
-            for d in map(_normalise, resolved):
-                if (d in _DYNAMIC or d in _INTROSPECTION) and id(node) not in callees:
-                    facts.dynamic.append((d, f"refers to {d}", line))
+            _reference_facts(node, resolve(node), id(node) in callees, facts)
         if isinstance(node, ast.Call):
             _call_facts(node, resolve, scope, facts)
         if isinstance(node, ast.Subscript) and _const_str(node.slice, scope.strings) is None:
-            bases = [_normalise(b) for b in resolve(node.value)]
-            for base in bases:
-                if base in ("sys.modules", "<globals>") or base.endswith(".__dict__"):
-                    facts.dynamic.append((base, f"indexes {base} with a computed name", line))
+            facts.dynamic += [(base, f"indexes {base} with a computed name", line)
+                              for base in map(_normalise, resolve(node.value))
+                              if base in ("sys.modules", "<globals>") or base.endswith(".__dict__")]
     return facts
+
+
+def _reference_facts(node: ast.AST, resolved: tuple[str, ...], called: bool, facts: _Facts) -> None:
+    """The facts of one reference to a name: the dotted names used, dynamic code referred to (not called)."""
+    line = getattr(node, "lineno", 0)
+    facts.uses += [(d, line) for d in resolved if "." in d]
+    facts.dynamic += [(d, f"refers to {d}", line) for d in map(_normalise, resolved)
+                      if (d in _DYNAMIC or d in _INTROSPECTION) and not called]
 
 
 def _call_facts(node: ast.Call, resolve: _Resolver, scope: _Scope, facts: _Facts) -> None:
@@ -539,7 +577,6 @@ def _check_exercise(exercise: str, function: str, module: _Module, facts: dict[s
                     findings: _Findings) -> None:
     """Delegation and dynamic code in ``function`` and the notebook's definitions it uses."""
     forbidden = frozenset(BUILTINS_BY_FUNCTION.get(function, ()))
-    keyword_rules = KEYWORD_BUILTINS.get(function, ())
     if function in module.imported:
         target, line = module.imported[function]
         findings.add("delegates", exercise, ("imported", target), f"{function} is imported from {target}, "
@@ -556,24 +593,27 @@ def _check_exercise(exercise: str, function: str, module: _Module, facts: dict[s
         visited.add(name)
         if name not in facts:
             facts[name] = _facts(module.defs[name], module)
-        found = facts[name]
-        todo += sorted(found.helpers)
+        todo += sorted(facts[name].helpers)
         via = "" if name == function else f" (through {name}())"
-        for target, line in found.imports:
-            hit = _matches(target, forbidden)
-            if hit:
-                findings.add("delegates", exercise, (hit, via), f"{function} imports {target}{via}", line)
-        for dotted, line in found.uses:
-            hit = _matches(dotted, forbidden)
-            if hit:
-                findings.add("delegates", exercise, (hit, via), f"{function} uses {_normalise(dotted)}{via}", line)
-        for callee, keywords, line in found.calls:
-            for target, keyword in keyword_rules:
-                if callee == target and keyword in keywords:
-                    findings.add("delegates", exercise, (target, keyword, via),
-                                 f"{function} calls {target}({keyword}=...){via}", line)
-        for subject, what, line in found.dynamic:
-            findings.add("dynamic", exercise, (subject, via), f"{function} {what}{via}", line)
+        _flag_definition(exercise, function, facts[name], via, forbidden, findings)
+
+
+def _flag_definition(exercise: str, function: str, found: _Facts, via: str, forbidden: frozenset[str],
+                     findings: _Findings) -> None:
+    """Flag what one definition used by ``function`` (``via``: through which helper) delegates or hides."""
+    named = [(t, line, f"imports {t}") for t, line in found.imports]
+    named += [(d, line, f"uses {_normalise(d)}") for d, line in found.uses]
+    for target, line, what in named:
+        hit = _matches(target, forbidden)
+        if hit:
+            findings.add("delegates", exercise, (hit, via), f"{function} {what}{via}", line)
+    for callee, keywords, line in found.calls:
+        for target, keyword in KEYWORD_BUILTINS.get(function, ()):
+            if callee == target and keyword in keywords:
+                findings.add("delegates", exercise, (target, keyword, via),
+                             f"{function} calls {target}({keyword}=...){via}", line)
+    for subject, what, line in found.dynamic:
+        findings.add("dynamic", exercise, (subject, via), f"{function} {what}{via}", line)
 
 
 def _check_files(tree: ast.Module, module: _Module, findings: _Findings) -> None:
@@ -584,22 +624,30 @@ def _check_files(tree: ast.Module, module: _Module, findings: _Findings) -> None
     for node in nodes:
         line = getattr(node, "lineno", 0)
         if isinstance(node, ast.Call):
-            for callee in map(_normalise, resolve(node.func)):
-                if callee in _FILE_CALLS or callee.split(".")[-1] in ("open", "load", "read_text", "read_bytes"):
-                    for arg in [*node.args, *(k.value for k in node.keywords)]:
-                        if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and _PATHY.search(arg.value):
-                            findings.add("reads-outside", "", (callee, arg.value), f"{callee}({arg.value[:80]!r})", line)
+            _flag_file_call(node, resolve, findings)
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
-            text = node.value
-            if _SOLUTIONS.search(text):
-                findings.add("solutions", "", ("string", text), f"string {text[:80]!r}", line)
-            elif len(text) < 300 and "\n" not in text and _PATHY.search(text):
-                findings.add("reads-outside", "", ("string", text), f"path-like string {text[:80]!r}", line)
+            _flag_string(node.value, line, findings)
         if isinstance(node, (ast.Name, ast.Attribute)):
-            for dotted in resolve(node):
-                last = dotted.split(".")[-1]
-                if last.lower().startswith("solution"):
-                    findings.add("solutions", "", ("name", dotted), f"name {dotted}", line)
+            for dotted in (d for d in resolve(node) if d.split(".")[-1].lower().startswith("solution")):
+                findings.add("solutions", "", ("name", dotted), f"name {dotted}", line)
+
+
+def _flag_file_call(node: ast.Call, resolve: _Resolver, findings: _Findings) -> None:
+    """Flag a call that opens or loads a literal path outside the submission."""
+    paths = [arg.value for arg in [*node.args, *(k.value for k in node.keywords)]
+             if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and _PATHY.search(arg.value)]
+    for callee in map(_normalise, resolve(node.func)):
+        if callee in _FILE_CALLS or callee.split(".")[-1] in ("open", "load", "read_text", "read_bytes"):
+            for path in paths:
+                findings.add("reads-outside", "", (callee, path), f"{callee}({path[:80]!r})", node.lineno)
+
+
+def _flag_string(text: str, line: int, findings: _Findings) -> None:
+    """Flag a string (not a docstring) that names the solutions or looks like a path outside the submission."""
+    if _SOLUTIONS.search(text):
+        findings.add("solutions", "", ("string", text), f"string {text[:80]!r}", line)
+    elif len(text) < 300 and "\n" not in text and _PATHY.search(text):
+        findings.add("reads-outside", "", ("string", text), f"path-like string {text[:80]!r}", line)
 
 
 def _docstring_nodes(nodes: list[ast.AST]) -> set[int]:

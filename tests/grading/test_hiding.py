@@ -35,7 +35,7 @@ def test_every_copy_of_the_cases_on_the_import_paths_is_covered(tmp_path, monkey
     bare = tmp_path / "other-site"  # a path without the package adds nothing
     bare.mkdir()
     monkeypatch.setattr(grader, "child_sys_path", lambda: [str(CASES_DIR.parent.parent), str(site), str(bare)])
-    hidden = grader._hidden(_config(tmp_path))
+    hidden = grader.hidden_paths(_config(tmp_path))
     assert str(site / "course_lib" / "exercise_cases") in hidden, hidden
     assert str(CASES_DIR) in hidden
     assert str(site / "course_lib") not in hidden and str(site) not in hidden and str(bare) not in hidden
@@ -44,7 +44,7 @@ def test_every_copy_of_the_cases_on_the_import_paths_is_covered(tmp_path, monkey
 def test_files_at_the_top_of_a_clone_are_covered(tmp_path):
     """A zip of the course (solutions and cases inside) left at the clone's top is covered like its folders;
     the imported course_lib stays visible (the child imports it)."""
-    from course_lib.grading.grader import _hidden
+    from course_lib.grading.grader import hidden_paths
 
     clone = tmp_path / "clone"
     for sub in ("course_lib/exercise_cases", "solutions", "tests"):
@@ -52,7 +52,7 @@ def test_files_at_the_top_of_a_clone_are_covered(tmp_path):
     for name in ("autograder.zip", "README.md", "pyproject.toml"):
         (clone / name).write_text("x")
     (clone / "link.zip").symlink_to(clone / "autograder.zip")
-    hidden = _hidden(_config(tmp_path, course_root=clone))
+    hidden = hidden_paths(_config(tmp_path, course_root=clone))
     for name in ("autograder.zip", "README.md", "pyproject.toml", "solutions", "tests"):
         assert str(clone / name) in hidden, name
     assert str(clone / "link.zip") not in hidden  # a link is not followed (its target is covered)

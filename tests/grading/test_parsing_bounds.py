@@ -178,7 +178,7 @@ def test_inspector_parses_nothing_in_the_parent(tmp_path, inspect, monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the parent read a notebook")
 
-    monkeypatch.setattr(extract, "_read_notebook", refuse)
+    monkeypatch.setattr(extract, "read_notebook", refuse)
     monkeypatch.setattr(extract, "extract_source", refuse)
     path = make_notebook(tmp_path / "08_masks.ipynb", "import course_lib.masks as m",
                          "def causal_mask(n):\n    return m.causal_mask(n)")

@@ -433,22 +433,22 @@ def test_hidden_always_covers_the_packaged_cases(tmp_path):
     """Wherever the package lies (a clone, site-packages), the folder of its cases is covered for the child,
     also when --cases names another copy and outside a clone; the rest of the package stays visible."""
     from course_lib.grading.casefile import CASES_DIR, CASES_FILE
-    from course_lib.grading.grader import _hidden
+    from course_lib.grading.grader import hidden_paths
 
     other = tmp_path / "elsewhere" / "cases.py"
     other.parent.mkdir()
     other.write_text(CASES_FILE.read_text())
     for config in (_config(tmp_path), _config(tmp_path, cases_files=[other])):
-        hidden = _hidden(config)
+        hidden = hidden_paths(config)
         assert str(CASES_DIR) in hidden, hidden
         assert str(CASES_DIR.parent) not in hidden and str(CASES_DIR.parent.parent) not in hidden
-    assert str(other.parent) in _hidden(_config(tmp_path, cases_files=[other]))
+    assert str(other.parent) in hidden_paths(_config(tmp_path, cases_files=[other]))
     # A clone beside an installed package (Gradescope: `pip install .`, then grading in the clone): its own
     # course_lib - with exercise_cases/ - is covered too, since the child imports the installed one.
     clone = tmp_path / "clone"
     for sub in ("course_lib/exercise_cases", "solutions", "exercises", "tests"):
         (clone / sub).mkdir(parents=True)
-    hidden = _hidden(_config(tmp_path, course_root=clone))
+    hidden = hidden_paths(_config(tmp_path, course_root=clone))
     for sub in ("course_lib", "solutions", "exercises", "tests"):
         assert str(clone / sub) in hidden, sub
     # The clone that holds the imported package keeps its course_lib visible, less exercise_cases/.
@@ -456,7 +456,7 @@ def test_hidden_always_covers_the_packaged_cases(tmp_path):
 
     here = clone_root()
     if here is not None and (here / "course_lib").resolve() == CASES_DIR.parent:
-        hidden = _hidden(_config(tmp_path, course_root=here))
+        hidden = hidden_paths(_config(tmp_path, course_root=here))
         assert str(CASES_DIR) in hidden and str(here / "course_lib") not in hidden
         assert str(here / "solutions") in hidden and str(here / "tests") in hidden
 

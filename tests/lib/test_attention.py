@@ -302,14 +302,14 @@ def test_need_weights_and_record_weights():
 
 
 def test_mha_dropout_train_vs_eval():
-    mha = MultiHeadAttention(16, 4, dropout=0.5)
+    mha = MultiHeadAttention(16, 4, dropout_p=0.5)
     x = torch.randn(2, 6, 16)
     mha.train()
     assert not torch.allclose(mha(x)[0], mha(x)[0])
     mha.eval()
     a = mha(x)[0]
     torch.testing.assert_close(a, mha(x)[0], atol=0, rtol=0)
-    mha.dropout = 0.0
+    mha.dropout_p = 0.0
     torch.testing.assert_close(a, mha(x)[0], atol=0, rtol=0)
 
 

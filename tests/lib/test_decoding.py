@@ -47,7 +47,7 @@ def random_model(seed: int = 0, eos_bias: float = 0.0) -> Transformer:
     )
     model = Transformer(cfg)
     with torch.no_grad():  # a larger <eos> bias: some sentences end early, others do not
-        model.generator.bias[EOS] += eos_bias
+        model.output_projection.bias[EOS] += eos_bias
     return model.eval()
 
 
@@ -116,8 +116,8 @@ def special_heavy_model() -> Transformer:
     """
     model = random_model(0, eos_bias=-1.0)
     with torch.no_grad():
-        model.generator.bias[PAD] += 2.0
-        model.generator.bias[BOS] += 1.0
+        model.output_projection.bias[PAD] += 2.0
+        model.output_projection.bias[BOS] += 1.0
     return model
 
 

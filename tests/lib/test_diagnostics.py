@@ -263,15 +263,15 @@ def test_initial_loss_equals_cross_entropy_and_log_v_for_uniform_logits():
         expected = F.cross_entropy(model(src, tgt_in).transpose(1, 2), tgt_out, ignore_index=PAD)
     assert f.ok and f.value == pytest.approx(float(expected), rel=1e-6)
     with torch.no_grad():  # zero output layer: every logit 0, uniform prediction, loss exactly log(V)
-        model.generator.weight.zero_()
-        model.generator.bias.zero_()
+        model.output_projection.weight.zero_()
+        model.output_projection.bias.zero_()
     assert check_initial_loss(model, (src, tgt_in, tgt_out)).value == pytest.approx(math.log(V), rel=1e-6)
 
 
 def test_initial_loss_fails_for_overconfident_logits():
     model = make_model()
     with torch.no_grad():
-        model.generator.weight.mul_(30.0)
+        model.output_projection.weight.mul_(30.0)
     f = check_initial_loss(model, make_batch())
     assert not f.ok and f.value > math.log(V) + 5 and "over-confident" in f.detail
 
@@ -289,7 +289,7 @@ def test_gradient_norm_matches_clip_grad_norm():
 def test_gradient_check_fails_on_non_finite_gradients():
     model = make_model()
     with torch.no_grad():
-        model.generator.bias[5] = float("inf")
+        model.output_projection.bias[5] = float("inf")
     f = check_gradients_finite(model, make_batch())
     assert not f.ok and not math.isfinite(f.value)
 

@@ -91,26 +91,41 @@ def test_weight_sharing_uses_one_parameter():
     model = Transformer(small_config(src_vocab_size=TGT_V, share_embeddings=True, tie_output=True))
     w = model.encoder.embedding.weight
     assert model.decoder.embedding.weight is w
-    assert model.generator.weight is w
+    assert model.output_projection.weight is w
     src, tgt = torch.randint(1, TGT_V, (2, 5)), torch.randint(1, TGT_V, (2, 4))
     model(src, tgt).sum().backward()
     assert w.grad is not None and w.grad.abs().sum() > 0
     with torch.no_grad():
         w[3].fill_(7.0)
-    assert torch.all(model.generator.weight[3] == 7.0) and torch.all(model.decoder.embedding.weight[3] == 7.0)
+    assert torch.all(model.output_projection.weight[3] == 7.0) and torch.all(model.decoder.embedding.weight[3] == 7.0)
 
 
 def test_no_sharing_by_default():
     model = Transformer(small_config())
-    ws = [model.encoder.embedding.weight, model.decoder.embedding.weight, model.generator.weight]
+    ws = [model.encoder.embedding.weight, model.decoder.embedding.weight, model.output_projection.weight]
     assert len({id(w) for w in ws}) == 3
 
 
 def test_tie_output_only():
     model = Transformer(small_config(tie_output=True))
-    assert model.generator.weight is model.decoder.embedding.weight
+    assert model.output_projection.weight is model.decoder.embedding.weight
     assert model.encoder.embedding.weight is not model.decoder.embedding.weight
 
+
+
+@pytest.mark.parametrize("tie_output", [False, True])
+def test_state_dict_with_old_generator_keys_loads(parity, tie_output):
+    """State dicts saved when the output layer was called ``generator`` still load (strict)."""
+    model = small_model(parity, tie_output=tie_output)
+    old = {k.replace("output_projection.", "generator.", 1): v for k, v in model.state_dict().items()}
+    assert "generator.bias" in old and not any(k.startswith("output_projection.") for k in old)
+    fresh = Transformer(small_config(tie_output=tie_output)).eval()
+    fresh.load_state_dict(old)
+    src, tgt = torch.randint(1, SRC_V, (2, 5)), torch.randint(1, TGT_V, (2, 4))
+    torch.testing.assert_close(fresh(src, tgt), model(src, tgt), atol=0, rtol=0)
+    wrapped = nn.Sequential(Transformer(small_config(tie_output=tie_output)))  # as a submodule: prefixed keys
+    wrapped.load_state_dict({"0." + k: v for k, v in old.items()})
+    torch.testing.assert_close(wrapped[0].output_projection.bias, model.output_projection.bias, atol=0, rtol=0)
 
 # ------------------------------------------------------- parity with PyTorch
 def _torch_stacks(parity, model, norm_first):
@@ -153,7 +168,7 @@ def test_transformer_matches_torch_pipeline(parity, norm_first, activation):
     hidden = dec(
         y, memory, tgt_mask=~causal_mask(5)[0, 0], tgt_key_padding_mask=tgt == 0, memory_key_padding_mask=src_kpm
     )
-    ref = hidden @ model.generator.weight.detach().T + model.generator.bias.detach()
+    ref = hidden @ model.output_projection.weight.detach().T + model.output_projection.bias.detach()
     assert logits.shape == (3, 5, TGT_V)
     torch.testing.assert_close(logits, ref, atol=2e-5, rtol=1e-4)
     torch.testing.assert_close(model.encode(src), memory, atol=2e-5, rtol=1e-4)
@@ -413,6 +428,27 @@ def test_model_bad_inputs(parity):
     with pytest.raises(ValueError, match="mask of shape"):
         model(src, tgt, src_mask=torch.ones(2, 1, 1, 6, dtype=torch.bool))
 
+
+
+def test_forward_checks_each_token_tensor_once(parity, monkeypatch):
+    """``src`` passes through encode, the padding mask and the embedding: only the entry point checks it."""
+    import course_lib.embedding
+    import course_lib.masks
+
+    model = small_model(parity)
+    src, tgt = torch.randint(1, SRC_V, (2, 5)), torch.randint(1, TGT_V, (2, 4))
+    seen = []
+    for module in (course_lib.embedding, course_lib.masks):
+        original = module.check_token_ids
+        monkeypatch.setattr(module, "check_token_ids", lambda t, name, _f=original, **kw: (seen.append(name), _f(t, name, **kw)))
+    model(src, tgt)
+    assert seen == ["src", "tgt"]
+    seen.clear()
+    model.decode(tgt, model.encode(src))
+    assert seen == ["src", "tgt"]
+    seen.clear()
+    course_lib.masks.padding_mask(src, 0)  # called on its own, it checks its input
+    assert seen == ["tokens"]
 
 def test_cache_longer_than_max_len(parity):
     model = small_model(parity, max_len=4)

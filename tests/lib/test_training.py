@@ -379,7 +379,7 @@ def test_loss_normalization_is_validated_and_one_micro_batch_is_the_same_either_
 def test_nan_loss_stops_with_a_clear_message():
     model = tiny_model()
     with torch.no_grad():
-        model.generator.bias.fill_(float("nan"))
+        model.output_projection.bias.fill_(float("nan"))
     with pytest.raises(TrainingDivergedError, match=r"step 1.*(learning rate|lr)"):
         train(model, [make_batch(2, 4, 4)], base_config(max_steps=3), device="cpu")
 
@@ -425,9 +425,9 @@ def test_checkpoint_round_trip_and_fp16_export(tmp_path):
         assert torch.equal(a, b), n
     export_for_inference(ckpt, tmp_path / "small.pt")
     small = load_checkpoint(tmp_path / "small.pt")
-    assert small["optimizer"] is None and small["model"]["generator.bias"].dtype == torch.float16
+    assert small["optimizer"] is None and small["model"]["output_projection.bias"].dtype == torch.float16
     half = model_from_checkpoint(tmp_path / "small.pt")
-    assert half.generator.weight.dtype == torch.float32
+    assert half.output_projection.weight.dtype == torch.float32
     src, tgt_in, _ = make_batch(2, 5, 4)
     model.eval()
     with torch.no_grad():
@@ -456,6 +456,20 @@ def test_resume_continues_with_an_identical_loss_trajectory(tmp_path):
     assert [h["lr"] for h in resumed.history] == [h["lr"] for h in full.history[4:]]
     a, b = load_checkpoint(tmp_path / "run-7.pt")["model"], model_from_checkpoint(tmp_path / "run-7.pt").state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_resumed_run_saves_positions_a_second_resume_can_use(tmp_path):
+    # A checkpoint written by a resumed run records where the data stream is:
+    # resuming from it again gives the uninterrupted run (the data position
+    # once counted the skipped batches twice).
+    batches = [make_batch(3, 5, 4, seed=s) for s in range(5)]
+    cfg = base_config(max_steps=8, lr=3e-3, checkpoint_every=1, checkpoint_path=str(tmp_path / "c-{step}.pt"))
+    full = train(tiny_model(dropout=0.3), batches, cfg, device="cpu")
+    positions = [load_checkpoint(tmp_path / f"c-{s}.pt")["extra"]["data_position"] for s in range(1, 9)]
+    train(tiny_model(dropout=0.3), batches, cfg, resume_from=tmp_path / "c-1.pt", device="cpu")  # rewrites c-2..c-8
+    assert [load_checkpoint(tmp_path / f"c-{s}.pt")["extra"]["data_position"] for s in range(1, 9)] == positions
+    again = train(tiny_model(dropout=0.3), batches, cfg, resume_from=tmp_path / "c-2.pt", device="cpu")
+    assert again.losses == full.losses[2:]
 
 
 def test_resume_without_restoring_state_would_differ(tmp_path):

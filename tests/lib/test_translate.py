@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_lib.translate import ModelSettings, Recipe, Translator, main, test_pairs as rebuild_test_pairs
+from course_lib.translate import ModelSettings, Recipe, Translator, held_out_pairs as rebuild_test_pairs, main
 from course_lib.training import TrainConfig, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
