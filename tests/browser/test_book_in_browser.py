@@ -170,6 +170,16 @@ def test_every_page_stays_offline_and_logs_no_error(browser, server, html_dir):
     assert not problems, "\n".join(problems)
 
 
+def test_every_image_has_alternative_text(html_dir):
+    # no browser needed: the built pages themselves
+    bad = []
+    for page in _pages(html_dir):
+        for alt, src in re.findall(r'<img[^>]*?alt="([^"]*)"[^>]*?src="([^"]*)"', (html_dir / page).read_text(encoding="utf-8")):
+            if "_images/" in src and (len(alt) < 20 or alt.lower().endswith((".png", ".svg"))):
+                bad.append(f"{page}: {src} alt={alt!r}")
+    assert not bad, "images without alternative text:\n" + "\n".join(bad[:20])
+
+
 def test_formulas_are_typeset(browser, server, html_dir):
     untypeset = []
     for page in _pages(html_dir):
