@@ -342,7 +342,7 @@ class TrainConfig:
         warmup_steps: warmup length in optimizer steps (paper: 4000).
         min_lr: floor of the cosine decay.
         noam_factor: multiplier of the ``"noam"`` schedule (1.0 = paper).
-        betas, eps: Adam's (paper: 0.9, 0.98, 1e-9).
+        betas, adam_eps: Adam's betas and epsilon (paper: 0.9, 0.98, 1e-9).
         weight_decay: AdamW only; applied to matrices (``dim >= 2``), not to
             biases and LayerNorm gains.
         label_smoothing: ``eps_ls`` (paper 0.1); ``smoothing_convention``:
@@ -394,7 +394,7 @@ class TrainConfig:
     min_lr: float = 0.0
     noam_factor: float = 1.0
     betas: tuple[float, float] = (0.9, 0.98)
-    eps: float = 1e-9
+    adam_eps: float = 1e-9
     weight_decay: float = 0.01
     label_smoothing: float = 0.1
     smoothing_convention: str = "pytorch"
@@ -439,7 +439,13 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
-        """Inverse of :meth:`to_dict`; unknown keys raise ``ValueError``."""
+        """Inverse of :meth:`to_dict`; unknown keys raise ``ValueError``.
+
+        Reads configurations saved before ``eps`` was renamed ``adam_eps``
+        (``eps`` also names the LayerNorm epsilon and label smoothing).
+        """
+        if "eps" in d and "adam_eps" not in d:
+            d = {("adam_eps" if k == "eps" else k): v for k, v in d.items()}
         return config_from_dict(cls, d)
 
 
@@ -475,7 +481,7 @@ def build_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimi
 
     Args:
         model: the module to optimise (shared weights appear once).
-        config: ``optimizer``, ``betas``, ``eps``, ``weight_decay``.
+        config: ``optimizer``, ``betas``, ``adam_eps``, ``weight_decay``.
 
     Returns:
         a :class:`torch.optim.Adam` or :class:`torch.optim.AdamW`.
@@ -488,11 +494,11 @@ def build_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimi
     # than the per-parameter loop on CPU for small models; same update rule.
     fused = all(p.dtype in (torch.float32, torch.float16, torch.bfloat16) for p in params)
     if config.optimizer == "adam":
-        return torch.optim.Adam(params, lr=1.0, betas=config.betas, eps=config.eps, fused=fused)
+        return torch.optim.Adam(params, lr=1.0, betas=config.betas, eps=config.adam_eps, fused=fused)
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=1.0, betas=config.betas, eps=config.eps, fused=fused)
+    return torch.optim.AdamW(groups, lr=1.0, betas=config.betas, eps=config.adam_eps, fused=fused)
 
 
 def build_scheduler(

@@ -144,7 +144,7 @@ class Recipe:
         from .data import DataConfig
 
         return cls(data=config_from_dict(DataConfig, d["data"]), model=config_from_dict(ModelSettings, d["model"]),
-                   train=config_from_dict(TrainConfig, d["train"]))
+                   train=TrainConfig.from_dict(d["train"]))
 
 
 def build_data(recipe: Recipe, root: str | os.PathLike | None = None):

@@ -566,3 +566,12 @@ def test_mixed_precision_modes_on_the_cpu():
         mixed_precision("fp16", "cpu")
     with pytest.raises(ValueError, match=r"amp must be one of \('auto', 'off', 'fp16', 'bf16'\); got 'fp8'"):
         mixed_precision("fp8", "cpu")
+
+
+def test_train_config_reads_the_old_name_of_adam_eps():
+    # configurations saved before the rename (e.g. inside older checkpoints) still load
+    old = {k: v for k, v in TrainConfig().to_dict().items() if k != "adam_eps"}
+    old["eps"] = 1e-8
+    assert TrainConfig.from_dict(old).adam_eps == 1e-8
+    with pytest.raises(ValueError, match="unknown TrainConfig fields"):
+        TrainConfig.from_dict({**TrainConfig().to_dict(), "epsilon": 1.0})
