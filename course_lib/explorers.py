@@ -226,6 +226,10 @@ def heatmap_explorer(
 
     Returns:
         an Altair chart; display it with :func:`show_explorer`.
+
+    Raises:
+        ValueError: empty records, a record without a named field or a
+            control's field, or a control option that no record has.
     """
     import altair as alt
 
@@ -291,6 +295,10 @@ def bar_explorer(
 
     Returns:
         an Altair chart; display it with :func:`show_explorer`.
+
+    Raises:
+        ValueError: empty records, a record without a named field or a
+            control's field, or a control option that no record has.
     """
     import altair as alt
 
@@ -343,6 +351,10 @@ def line_explorer(
 
     Returns:
         an Altair chart; display it with :func:`show_explorer`.
+
+    Raises:
+        ValueError: empty records, a record without a named field or a
+            control's field, or a control option that no record has.
     """
     import altair as alt
 

@@ -504,3 +504,47 @@ def test_solutions_folder_must_hold_the_graded_chapters(tmp_path, monkeypatch, c
     assert code == 2 and NB["04"] in err and "--chapters" in err, err
     code, err = _grade_usage([*args, "--chapters", "42"], monkeypatch, capsys)
     assert code == 2 and "no such chapter" in err, err
+
+
+def test_grader_feedback_shows_one_reference_entry_the_checker_whole_arrays():
+    got, ref = np.array([1.0, 2.0, 3.0]), np.array([1.5, 2.5, 3.5])
+    checker = compare_arrays("y", got, ref, 1e-5, 1e-6)
+    grader = compare_arrays("y", got, ref, 1e-5, 1e-6, verbose=False)
+    assert "expected [1.5 2.5 3.5]" in checker
+    assert "3.5" not in grader and "2.5" not in grader and "expected 1.5" in grader  # the worst entry only
+    shape = compare_arrays("y", np.zeros(2), ref, 1e-5, 1e-6, verbose=False)
+    assert "expected (3,)" in shape and "1.5" not in shape
+    ints = compare_arrays("k", np.array([1, 2, 3]), np.array([1, 2, 4]), 0, 0, verbose=False)
+    assert "expected 4" in ints and "[1 2 4]" not in ints
+
+
+def test_a_result_error_keeps_its_own_message():
+    def reader(data):
+        raise ResultError("dtype complex128 is not allowed")
+
+    out = decode_arrays({"y": base64.b64encode(b"x").decode()}, reader=reader)
+    assert str(out["y"]) == "dtype complex128 is not allowed"
+    assert str(decode_arrays({"y": "not base64!"})["y"]) == "the result is not base64 .npy data"
+
+
+def test_the_parent_keeps_expected_values_from_the_reference_run_only():
+    from course_lib.grading.sandbox import _kept_fields
+
+    message = {"arrays": {"y": "abc"}, "expected": {"y": "e"}, "inputs": {"x": "i"}, "points": 99}
+    assert _kept_fields(message) == {"arrays": {"y": "abc"}, "error": None}
+    assert _kept_fields(message, reference=True)["expected"] == {"y": "e"}
+
+
+def test_a_writable_mount_holding_the_package_stops_the_student_child():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "course_lib" / "grading" / "child.py"
+    spec = importlib.util.spec_from_file_location("grader_child_under_test", path)
+    child_module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(child_module)  # by path, as the grader starts it; nothing added to sys.path
+
+    package = Path(child_module.__file__).resolve().parents[1]
+    assert child_module._package_writable(["/: Permission denied"])
+    assert child_module._package_writable([f"{package.parent}: Permission denied"])
+    assert not child_module._package_writable(["/nonexistent-scratch: Permission denied"])
+    assert not child_module._package_writable([])
