@@ -382,9 +382,20 @@ _FLOP_TABLES = {
     "1.1-gated-recurrent": [("gru", 7, 5, 2, 3), ("lstm", 7, 5, 2, 3), ("lstm", 64, 512, 1, 3)],
     "1.1-convolution": [("conv", 7, 5, 2, 3), ("conv", 30, 16, 1, 5), ("conv", 9, 4, 3, 1)],
 }
-for _id, _rows in _FLOP_TABLES.items():
-    _add(_id, "1.1", 2 if "gated" in _id else 1, partial(_p_flops, rows=_rows), partial(_e_flops, _rows), _FLOP_HINT,
-         rtol=0.0, atol=1e-6)
+
+
+def _flop_rows_and_draws(rows, seed: int) -> list[tuple[str, int, int, int, int]]:
+    """The table's rows plus one row with drawn sizes per kind of the table (so that every case has drawn inputs)."""
+    kinds = list(dict.fromkeys(row[0] for row in rows))
+    n, d = _randint(seed, 1, 300, len(kinds)), _randint(seed + 1, 1, 300, len(kinds))
+    b, k = _randint(seed + 2, 1, 9, len(kinds)), _randint(seed + 3, 1, 8, len(kinds))
+    return list(rows) + [(kind, int(n[i]), int(d[i]), int(b[i]), int(k[i])) for i, kind in enumerate(kinds)]
+
+
+for _n, (_id, _rows) in enumerate(_FLOP_TABLES.items()):
+    _rows_fn = partial(_flop_rows_and_draws, _rows, 131 + 10 * _n)
+    _add(_id, "1.1", 2 if "gated" in _id else 1, (lambda f: lambda ns: _p_flops(ns, f()))(_rows_fn),
+         (lambda f: lambda: _e_flops(f()))(_rows_fn), _FLOP_HINT, rtol=0.0, atol=1e-6)
 
 
 # Inputs drawn per grading run (the grader salts the seed; see Draws).
@@ -437,8 +448,19 @@ _CROSS_TABLES = {
     "1.2-core-vs-gated": [(16, "gru", False), (512, "lstm", False), (3, "lstm", False)],
     "1.2-with-projections": [(16, "rnn", True), (512, "gru", True), (512, "lstm", True), (1, "lstm", True)],
 }
-for _id, _rows in _CROSS_TABLES.items():
-    _add(_id, "1.2", 1, partial(_p_crossover, rows=_rows), partial(_e_crossover, _rows), _CROSS_HINT, rtol=0.0, atol=1e-6)
+
+
+def _crossover_rows_and_draws(rows, seed: int) -> list[tuple[int, str, bool]]:
+    """The table's rows plus one row with a drawn width per comparison of the table."""
+    pairs = list(dict.fromkeys((rec, proj) for _, rec, proj in rows))
+    d = _randint(seed, 1, 1025, len(pairs))
+    return list(rows) + [(int(d[i]), rec, proj) for i, (rec, proj) in enumerate(pairs)]
+
+
+for _n, (_id, _rows) in enumerate(_CROSS_TABLES.items()):
+    _rows_fn = partial(_crossover_rows_and_draws, _rows, 181 + 10 * _n)
+    _add(_id, "1.2", 1, (lambda f: lambda ns: _p_crossover(ns, f()))(_rows_fn),
+         (lambda f: lambda: _e_crossover(f()))(_rows_fn), _CROSS_HINT, rtol=0.0, atol=1e-6)
 
 
 # Inputs drawn per grading run (the grader salts the seed; see Draws).
@@ -522,8 +544,20 @@ _TABLE1_TABLES = {
     "1.3-dilated-convolutional": [("dilated_convolutional", n, k, None) for n, k in ((2, 2), (8, 2), (9, 2), (27, 3), (28, 3), (100, 10), (101, 10), (125, 5), (216, 6))],
     "1.3-restricted-self-attention": [("restricted_self_attention", n, None, r) for n, r in ((2, 3), (10, 3), (11, 5), (12, 5), (100, 9), (50, 99))],
 }
-for _id, _rows in _TABLE1_TABLES.items():
-    _add(_id, "1.3", 1, partial(_p_table1, rows=_rows), partial(_e_table1, _rows), _TABLE1_HINT, rtol=0.0, atol=1e-6)
+
+
+def _table1_rows_and_draws(rows, seed: int) -> list[tuple[str, int, int | None, int | None]]:
+    """The table's rows plus two rows of the same kind with a drawn n (and k or r)."""
+    kind = rows[0][0]
+    n, k, r = _randint(seed, 2, 400, 2), _randint(seed + 1, 2, 12, 2), 2 * _randint(seed + 2, 1, 20, 2) + 1
+    return list(rows) + [(kind, int(n[i]), int(k[i]) if "conv" in kind else None, int(r[i]) if "restricted" in kind else None)
+                         for i in range(2)]
+
+
+for _n, (_id, _rows) in enumerate(_TABLE1_TABLES.items()):
+    _rows_fn = partial(_table1_rows_and_draws, _rows, 141 + 10 * _n)
+    _add(_id, "1.3", 1, (lambda f: lambda ns: _p_table1(ns, f()))(_rows_fn),
+         (lambda f: lambda: _e_table1(f()))(_rows_fn), _TABLE1_HINT, rtol=0.0, atol=1e-6)
 
 
 # Inputs drawn per grading run (the grader salts the seed; see Draws).
@@ -676,13 +710,22 @@ def _p_scale(ns: ModuleType, rows) -> Arrays:
 _SCALE_HINT = ("An embedding row with N(0, init_std^2) entries has E||row||^2 = d_model * init_std^2 (times d_model once "
                "scaled by sqrt(d_model)); a positional row of even width has ||PE||^2 = d_model / 2 exactly. Column 0 is "
                "sqrt(E||row||^2) / ||PE||, column 1 is ||PE||^2 / (||PE||^2 + E||row||^2); row 0 unscaled, row 1 scaled.")
-for _id, _rows in {
-    "2.3-paper-init-512": [(512, 1 / math.sqrt(512))],
-    "2.3-paper-init-several-widths": [(8, 1 / math.sqrt(8)), (64, 0.125), (1024, 1 / 32)],
+def _scale_rows_and_draw(rows, seed: int) -> list[tuple[int, float]]:
+    """The rows plus one with a drawn even width and the initialisation rule of the first row."""
+    d = 2 * int(_randint(seed, 1, 1025))
+    std = d ** -0.5 if rows[0][1] == rows[0][0] ** -0.5 else rows[0][1]
+    return list(rows) + [(d, std)]
+
+
+for _n, (_id, _rows) in enumerate({
+    "2.3-paper-init-512": [(512, 512 ** -0.5)],
+    "2.3-paper-init-several-widths": [(8, 8 ** -0.5), (64, 0.125), (1024, 1 / 32)],
     "2.3-unit-std": [(16, 1.0), (512, 1.0)],
     "2.3-small-std-wide": [(2, 0.02), (4096, 0.02)],
-}.items():
-    _add(_id, "2.3", 1, partial(_p_scale, rows=_rows), partial(_e_scale, _rows), _SCALE_HINT, rtol=1e-6, atol=1e-9)
+}.items()):
+    _rows_fn = partial(_scale_rows_and_draw, _rows, 231 + _n)
+    _add(_id, "2.3", 1, (lambda f: lambda ns: _p_scale(ns, f()))(_rows_fn), (lambda f: lambda: _e_scale(f()))(_rows_fn),
+         _SCALE_HINT, rtol=1e-6, atol=1e-9)
 
 
 # Inputs drawn per grading run (the grader salts the seed; see Draws).
@@ -738,7 +781,8 @@ def _e_pe(positions: torch.Tensor, d_model: int, base: float | None) -> Arrays:
 
 _PE_HINT = ("PE[pos, 2i] = sin(pos / base**(2i/d_model)) and PE[pos, 2i+1] = cos(pos / base**(2i/d_model)), one row per entry "
             "of `positions` (any shape, any integer positions); the exponent uses the even column index 2i for both columns "
-            "of a pair; for odd d_model the last column is a sine.")
+            "of a pair; for odd d_model the last column is a sine. Compute the angles in float64: at positions in the thousands "
+            "float32 angles are off by about 1e-4.")
 _PE_FIXED = {
     "3.1-arange-10-d-8": (lambda: torch.arange(10), 8, None, 1),
     "3.1-odd-d-model-5": (lambda: torch.arange(7), 5, None, 2),
@@ -768,12 +812,21 @@ _add("3.1-rejects-bad-arguments", "3.1", 1, _p_pe_rejects,
 
 
 # Inputs drawn per grading run (the grader salts the seed; see Draws).
-def _drawn_positions() -> tuple[torch.Tensor, int]:
-    return _randint(301, 0, 5000, 3, 9), int(_randint(302, 2, 48))
+def _drawn_positions(parity: int) -> tuple[torch.Tensor, int]:
+    """Drawn positions (3, 9) and a drawn d_model of the given parity (0 even, 1 odd)."""
+    return _randint(301 + parity, 0, 5000, 3, 9), 2 * int(_randint(303 + parity, 1, 24)) + parity
 
 
-_add("3.1-drawn-positions", "3.1", 2, lambda ns: _p_pe(ns, *_drawn_positions(), None),
-     lambda: _e_pe(*_drawn_positions(), None), _PE_HINT, atol=2e-5)
+def _drawn_base() -> float:
+    return float(_randint(305, 2, 100001))
+
+
+_add("3.1-drawn-positions", "3.1", 2, lambda ns: _p_pe(ns, *_drawn_positions(0), None),
+     lambda: _e_pe(*_drawn_positions(0), None), _PE_HINT, atol=2e-5)
+_add("3.1-drawn-odd-d-model", "3.1", 1, lambda ns: _p_pe(ns, *_drawn_positions(1), None),
+     lambda: _e_pe(*_drawn_positions(1), None), _PE_HINT, atol=2e-5)
+_add("3.1-drawn-base", "3.1", 1, lambda ns: _p_pe(ns, *_drawn_positions(0), _drawn_base()),
+     lambda: _e_pe(*_drawn_positions(0), _drawn_base()), _PE_HINT, atol=2e-5)
 
 
 def _sinusoid_rows(positions: torch.Tensor, d_model: int) -> torch.Tensor:
@@ -822,6 +875,12 @@ def _drawn_peshift() -> tuple[torch.Tensor, int, torch.Tensor]:
     return _randint(311, 0, 200, 4, 5), 2 * int(_randint(312, 1, 17)), _randint(313, -30, 31, 4, 1)
 
 
+def _drawn_scalar_shift() -> tuple[torch.Tensor, int, int]:
+    return _randint(314, 0, 200, 3, 4), 2 * int(_randint(315, 1, 17)), int(_randint(316, -30, 31))
+
+
+_add("3.2-drawn-scalar-offset", "3.2", 1, lambda ns: _p_peshift(ns, *_drawn_scalar_shift()),
+     lambda: _e_peshift(*_drawn_scalar_shift()), _PESHIFT_HINT, atol=1e-5)
 _add("3.2-drawn-offsets", "3.2", 2, lambda ns: _p_peshift(ns, *_drawn_peshift()), lambda: _e_peshift(*_drawn_peshift()),
      _PESHIFT_HINT, atol=1e-5)
 
@@ -859,12 +918,18 @@ for _id, _args, _pts in (
 
 
 # Inputs drawn per grading run (the grader salts the seed; see Draws).
-def _drawn_alibi() -> tuple[int, int]:
-    return int(_randint(321, 1, 41)), int(_randint(322, 2, 17))
+def _drawn_alibi(power_of_2: bool) -> tuple[int, int]:
+    """Drawn (n_heads, seq_len): n_heads a power of 2 (1 .. 64), or not one (3 .. 63)."""
+    if power_of_2:
+        return 2 ** int(_randint(323, 0, 7)), int(_randint(324, 2, 17))
+    others = [n for n in range(3, 64) if n & (n - 1)]
+    return others[int(_randint(321, 0, len(others)))], int(_randint(322, 2, 17))
 
 
-_add("3.3-drawn-sizes", "3.3", 2, lambda ns: _p_alibi(ns, *_drawn_alibi()), lambda: _e_alibi(*_drawn_alibi()), _ALIBI_HINT,
-     rtol=1e-6, atol=1e-9)
+_add("3.3-drawn-power-of-2-heads", "3.3", 1, lambda ns: _p_alibi(ns, *_drawn_alibi(True)),
+     lambda: _e_alibi(*_drawn_alibi(True)), _ALIBI_HINT, rtol=1e-6, atol=1e-9)
+_add("3.3-drawn-sizes", "3.3", 2, lambda ns: _p_alibi(ns, *_drawn_alibi(False)), lambda: _e_alibi(*_drawn_alibi(False)),
+     _ALIBI_HINT, rtol=1e-6, atol=1e-9)
 
 
 def _p_alibi_rejects(ns: ModuleType) -> Arrays:

@@ -29,7 +29,7 @@ token at a different position in every row, and later models change the base $b$
 gives longer wavelengths). Write `encode_positions(positions, d_model, base=10000.0)`:
 
 * `positions`: an integer tensor of positions `>= 0`, of any shape `S`, e.g. `(batch, seq_len)`;
-* returns a float tensor of shape `S + (d_model,)`: the row of the formula above for each entry;
+* returns a float64 tensor of shape `S + (d_model,)`: the row of the formula above for each entry;
 * it must work for an **odd** `d_model` too: then the last column is a sine.
 
 Raise `ValueError` naming the argument when `positions` is not an integer tensor or holds a
@@ -41,7 +41,8 @@ Example: `encode_positions(torch.tensor([[0, 1]]), 2)` is `[[[0., 1.], [0.8415, 
 **Hints.** The angles `positions[..., None] / base ** (two_i / d_model)` with
 `two_i = torch.arange(0, d_model, 2)` have shape `S + (ceil(d_model / 2),)`. Fill the even columns
 `pe[..., 0::2]` with their sines and the odd ones `pe[..., 1::2]` with the cosines of the first
-`d_model // 2` angles. Computing in float64 keeps large positions accurate.
+`d_model // 2` angles. **Compute in float64** (`positions.to(torch.float64)`): positions in the
+thousands are checked, and there float32 angles are off by about $10^{-4}$ — more than the check allows.
 '''),
     ("exercise", "3.1", r'''
 def encode_positions(positions, d_model, base=10000.0):
@@ -53,7 +54,7 @@ def encode_positions(positions, d_model, base=10000.0):
         base: the base b of the wavelengths (float > 1; the paper: 10000).
 
     Returns:
-        float tensor ``S + (d_model,)``: ``PE[..., 2i] = sin(pos / base**(2i/d_model))``,
+        float64 tensor ``S + (d_model,)``: ``PE[..., 2i] = sin(pos / base**(2i/d_model))``,
         ``PE[..., 2i+1] = cos(pos / base**(2i/d_model))``; for odd ``d_model``
         the last column is a sine.
 
