@@ -53,6 +53,7 @@ __all__ = ["Case", "CASES", "NOTEBOOKS", "EXERCISES", "Draws", "drawing", "to_ar
 
 #: chapter -> notebook file name (in ``exercises/`` and ``solutions/``)
 NOTEBOOKS: dict[str, str] = {
+    "01": "01_motivation.ipynb",
     "02": "02_embeddings.ipynb",
     "03": "03_positional_encoding.ipynb",
     "04": "04_attention.ipynb",
@@ -66,10 +67,15 @@ NOTEBOOKS: dict[str, str] = {
 
 #: exercise number -> the function the student writes
 EXERCISES: dict[str, str] = {
+    "1.1": "layer_flops",
+    "1.2": "crossover_length",
+    "1.3": "table1_counts",
     "2.1": "scaled_embedding",
     "2.2": "tied_output_logits",
-    "3.1": "sinusoidal_encoding",
-    "3.2": "relative_position_matrix",
+    "2.3": "scale_ratios",
+    "3.1": "encode_positions",
+    "3.2": "shift_encodings",
+    "3.3": "alibi_bias",
     "4.1": "scaled_dot_product_attention",
     "4.2": "self_attention",
     "5.1": "split_heads",
@@ -340,10 +346,259 @@ def cases_for(chapters: tuple[str, ...] | list[str] | None = None) -> list[Case]
 
 
 # ===========================================================================
+# Chapter 1 - motivation: the cost of a layer, the crossover, table 1
+# ===========================================================================
+# FLOPs of the matrix products of one layer, the chapter's convention: a multiply-add is 2 FLOPs;
+# biases, softmax and nonlinearities are not counted (FlopCounterMode counts the same, see test_cases.py).
+_FLOP_FORMULAS: dict[str, Callable[[int, int, int, int], int]] = {
+    "attention": lambda n, d, b, k: 2 * (b * n * n * d) + 2 * (b * n * n * d),        # Q K^T, then weights @ V
+    "multi_head_attention": lambda n, d, b, k: 4 * (2 * b * n * d * d) + 4 * b * n * n * d,  # + Q, K, V, output
+    "rnn": lambda n, d, b, k: n * (2 * (b * d * d) + 2 * (b * d * d)),                 # W_ih x_t, W_hh h_{t-1}
+    "gru": lambda n, d, b, k: n * 3 * (2 * (b * d * d) + 2 * (b * d * d)),             # 3 gates
+    "lstm": lambda n, d, b, k: n * 4 * (2 * (b * d * d) + 2 * (b * d * d)),            # 4 gates
+    "conv": lambda n, d, b, k: 2 * b * n * (k * d) * d,                                # n outputs, k*d inputs each
+}
+
+
+def _p_flops(ns: ModuleType, rows) -> Arrays:
+    out = []
+    for kind, n, d, batch, kernel_size in rows:
+        value = ns.layer_flops(kind, int(n), int(d), batch=int(batch), kernel_size=int(kernel_size))
+        out.append(to_array(value, f"layer_flops({kind!r}, {int(n)}, {int(d)}, batch={int(batch)}, kernel_size={int(kernel_size)})", kind="i"))
+    return {"flops": np.stack(out)}
+
+
+def _e_flops(rows) -> Arrays:
+    return {"flops": np.array([_FLOP_FORMULAS[kind](int(n), int(d), int(b), int(k)) for kind, n, d, b, k in rows], dtype=np.int64)}
+
+
+_FLOP_HINT = ("Count 2 FLOPs per multiply-add, matrix products only: attention core 4*batch*n^2*d; multi-head attention "
+              "adds four d x d projections, 8*batch*n*d^2; a recurrent step does two d x d products per gate "
+              "(rnn 1 gate, gru 3, lstm 4); a convolution does kernel_size*d multiply-adds per output channel.")
+_FLOP_TABLES = {
+    "1.1-attention-core": [("attention", 12, 16, 2, 3), ("attention", 1, 1, 1, 3), ("attention", 100, 64, 3, 3)],
+    "1.1-multi-head-attention": [("multi_head_attention", 12, 16, 2, 3), ("multi_head_attention", 50, 8, 1, 3)],
+    "1.1-rnn": [("rnn", 12, 16, 2, 3), ("rnn", 7, 5, 1, 3), ("rnn", 1000, 512, 4, 3)],
+    "1.1-gated-recurrent": [("gru", 7, 5, 2, 3), ("lstm", 7, 5, 2, 3), ("lstm", 64, 512, 1, 3)],
+    "1.1-convolution": [("conv", 7, 5, 2, 3), ("conv", 30, 16, 1, 5), ("conv", 9, 4, 3, 1)],
+}
+
+
+def _flop_rows_and_draws(rows, seed: int) -> list[tuple[str, int, int, int, int]]:
+    """The table's rows plus one row with drawn sizes per kind of the table (so that every case has drawn inputs)."""
+    kinds = list(dict.fromkeys(row[0] for row in rows))
+    n, d = _randint(seed, 1, 300, len(kinds)), _randint(seed + 1, 1, 300, len(kinds))
+    b, k = _randint(seed + 2, 1, 9, len(kinds)), _randint(seed + 3, 1, 8, len(kinds))
+    return list(rows) + [(kind, int(n[i]), int(d[i]), int(b[i]), int(k[i])) for i, kind in enumerate(kinds)]
+
+
+for _n, (_id, _rows) in enumerate(_FLOP_TABLES.items()):
+    _rows_fn = partial(_flop_rows_and_draws, _rows, 131 + 10 * _n)
+    _add(_id, "1.1", 2 if "gated" in _id else 1, (lambda f: lambda ns: _p_flops(ns, f()))(_rows_fn),
+         (lambda f: lambda: _e_flops(f()))(_rows_fn), _FLOP_HINT, rtol=0.0, atol=1e-6)
+
+
+# Inputs drawn per grading run (the grader salts the seed; see Draws).
+def _drawn_flop_rows() -> list[tuple[str, int, int, int, int]]:
+    n, d, b, k = _randint(101, 1, 300, 6), _randint(102, 1, 300, 6), _randint(103, 1, 9, 6), _randint(104, 1, 8, 6)
+    return [(kind, int(n[i]), int(d[i]), int(b[i]), int(k[i])) for i, kind in enumerate(_FLOP_FORMULAS)]
+
+
+_add("1.1-drawn-sizes", "1.1", 2, lambda ns: _p_flops(ns, _drawn_flop_rows()), lambda: _e_flops(_drawn_flop_rows()),
+     _FLOP_HINT, rtol=0.0, atol=1e-6)
+
+
+def _p_flops_rejects(ns: ModuleType) -> Arrays:
+    return {
+        "raised_for_unknown_kind": _raises_value_error(lambda: ns.layer_flops("transformer", 4, 8)),
+        "raised_for_n_0": _raises_value_error(lambda: ns.layer_flops("rnn", 0, 8)),
+        "raised_for_d_0": _raises_value_error(lambda: ns.layer_flops("attention", 4, 0)),
+        "raised_for_batch_0": _raises_value_error(lambda: ns.layer_flops("lstm", 4, 8, batch=0)),
+    }
+
+
+_add("1.1-rejects-bad-arguments", "1.1", 1, _p_flops_rejects,
+     lambda: {k: np.array(True) for k in ("raised_for_unknown_kind", "raised_for_n_0", "raised_for_d_0", "raised_for_batch_0")},
+     "Raise ValueError naming the argument for an unknown kind and for n, d or batch smaller than 1.")
+
+
+def _crossover_by_enumeration(d: int, recurrent: str, projections: bool) -> int:
+    attention = "multi_head_attention" if projections else "attention"
+    n = 1
+    while _FLOP_FORMULAS[attention](n, d, 1, 1) <= _FLOP_FORMULAS[recurrent](n, d, 1, 1):
+        n += 1
+    return n
+
+
+def _p_crossover(ns: ModuleType, rows) -> Arrays:
+    out = [to_array(ns.crossover_length(int(d), recurrent=rec, projections=proj),
+                    f"crossover_length({int(d)}, recurrent={rec!r}, projections={proj})", kind="i") for d, rec, proj in rows]
+    return {"n": np.stack(out)}
+
+
+def _e_crossover(rows) -> Arrays:
+    return {"n": np.array([_crossover_by_enumeration(int(d), rec, proj) for d, rec, proj in rows], dtype=np.int64)}
+
+
+_CROSS_HINT = ("Solve attention FLOPs > recurrent FLOPs for n (the batch cancels): the core costs 4 n^2 d, the four "
+               "projections add 8 n d^2; the recurrent layer costs 4 n d^2 per gate (rnn 1, gru 3, lstm 4). "
+               "'More' is strict: at equality the answer is the next n.")
+_CROSS_TABLES = {
+    "1.2-core-vs-rnn": [(1, "rnn", False), (16, "rnn", False), (512, "rnn", False)],
+    "1.2-core-vs-gated": [(16, "gru", False), (512, "lstm", False), (3, "lstm", False)],
+    "1.2-with-projections": [(16, "rnn", True), (512, "gru", True), (512, "lstm", True), (1, "lstm", True)],
+}
+
+
+def _crossover_rows_and_draws(rows, seed: int) -> list[tuple[int, str, bool]]:
+    """The table's rows plus one row with a drawn width per comparison of the table."""
+    pairs = list(dict.fromkeys((rec, proj) for _, rec, proj in rows))
+    d = _randint(seed, 1, 1025, len(pairs))
+    return list(rows) + [(int(d[i]), rec, proj) for i, (rec, proj) in enumerate(pairs)]
+
+
+for _n, (_id, _rows) in enumerate(_CROSS_TABLES.items()):
+    _rows_fn = partial(_crossover_rows_and_draws, _rows, 181 + 10 * _n)
+    _add(_id, "1.2", 1, (lambda f: lambda ns: _p_crossover(ns, f()))(_rows_fn),
+         (lambda f: lambda: _e_crossover(f()))(_rows_fn), _CROSS_HINT, rtol=0.0, atol=1e-6)
+
+
+# Inputs drawn per grading run (the grader salts the seed; see Draws).
+def _drawn_crossover_rows() -> list[tuple[int, str, bool]]:
+    d = _randint(111, 1, 1025, 6)
+    return [(int(d[i]), rec, proj) for i, (rec, proj) in enumerate(itertools.product(("rnn", "gru", "lstm"), (False, True)))]
+
+
+_add("1.2-drawn-width", "1.2", 2, lambda ns: _p_crossover(ns, _drawn_crossover_rows()),
+     lambda: _e_crossover(_drawn_crossover_rows()), _CROSS_HINT, rtol=0.0, atol=1e-6)
+
+
+def _p_crossover_rejects(ns: ModuleType) -> Arrays:
+    return {
+        "raised_for_d_0": _raises_value_error(lambda: ns.crossover_length(0)),
+        "raised_for_unknown_recurrent": _raises_value_error(lambda: ns.crossover_length(16, recurrent="transformer")),
+    }
+
+
+_add("1.2-rejects-bad-arguments", "1.2", 1, _p_crossover_rejects,
+     lambda: {"raised_for_d_0": np.array(True), "raised_for_unknown_recurrent": np.array(True)},
+     "Raise ValueError naming the argument when d < 1 or recurrent is not 'rnn', 'gru' or 'lstm'.")
+
+
+def _one_layer_edges(kind: str, n: int, layer: int, k: int | None, r: int | None) -> np.ndarray:
+    """edges[i, j]: output position j of one layer (recurrence step) reads input position i."""
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    if kind == "self_attention":
+        return np.ones((n, n), dtype=bool)
+    if kind == "recurrent":
+        return (j == i) | (j == i + 1)
+    if kind == "convolutional":
+        return (j - i >= 0) & (j - i <= k - 1)
+    if kind == "dilated_convolutional":
+        step = k ** layer
+        return (j - i >= 0) & ((j - i) % step == 0) & ((j - i) // step <= k - 1)
+    if kind == "restricted_self_attention":
+        return np.abs(i - j) <= (r - 1) // 2
+    raise AssertionError(kind)  # pragma: no cover
+
+
+def _path_by_enumeration(kind: str, n: int, k: int | None, r: int | None) -> int:
+    """Layers needed until input position 0 reaches output position n - 1 (breadth-first, layer by layer)."""
+    reached = np.zeros(n, dtype=bool)
+    reached[0] = True
+    layers = 0
+    while not reached[n - 1]:
+        reached = (reached[:, None] & _one_layer_edges(kind, n, layers, k, r)).any(axis=0)
+        layers += 1
+    return layers
+
+
+#: sequential operations of one layer (the paper's table 1): only the recurrence waits for its previous step
+_SEQUENTIAL = {"self_attention": lambda n: 1, "recurrent": lambda n: n, "convolutional": lambda n: 1,
+               "dilated_convolutional": lambda n: 1, "restricted_self_attention": lambda n: 1}
+
+
+def _p_table1(ns: ModuleType, rows) -> Arrays:
+    seq, path = [], []
+    for kind, n, k, r in rows:
+        what = f"table1_counts({kind!r}, {n}, k={k}, r={r})"
+        s, p = _pair(ns.table1_counts(kind, n, k=k, r=r), what, ("sequential_operations", "maximum_path_length"))
+        seq.append(to_array(s, f"{what}[0] (sequential_operations)", kind="i"))
+        path.append(to_array(p, f"{what}[1] (maximum_path_length)", kind="i"))
+    return {"sequential_operations": np.stack(seq), "maximum_path_length": np.stack(path)}
+
+
+def _e_table1(rows) -> Arrays:
+    return {"sequential_operations": np.array([_SEQUENTIAL[kind](n) for kind, n, _, _ in rows], dtype=np.int64),
+            "maximum_path_length": np.array([_path_by_enumeration(kind, n, k, r) for kind, n, k, r in rows], dtype=np.int64)}
+
+
+_TABLE1_HINT = ("Count layers (recurrence steps) from input position 0 to output position n-1: attention 1; recurrent n-1; "
+                "a causal kernel of width k reaches k-1 positions further per layer; dilations 1, k, k^2, ... reach k^L "
+                "positions after L layers; a centred window of r positions reaches (r-1)/2 further. Only the recurrence "
+                "needs n sequential operations.")
+_TABLE1_TABLES = {
+    "1.3-self-attention": [("self_attention", n, None, None) for n in (2, 3, 10, 1000)],
+    "1.3-recurrent": [("recurrent", n, None, None) for n in (2, 3, 10, 100)],
+    "1.3-convolutional": [("convolutional", n, k, None) for n, k in ((2, 2), (10, 3), (11, 3), (12, 3), (100, 5), (64, 64), (65, 64))],
+    "1.3-dilated-convolutional": [("dilated_convolutional", n, k, None) for n, k in ((2, 2), (8, 2), (9, 2), (27, 3), (28, 3), (100, 10), (101, 10), (125, 5), (216, 6))],
+    "1.3-restricted-self-attention": [("restricted_self_attention", n, None, r) for n, r in ((2, 3), (10, 3), (11, 5), (12, 5), (100, 9), (50, 99))],
+}
+
+
+def _table1_rows_and_draws(rows, seed: int) -> list[tuple[str, int, int | None, int | None]]:
+    """The table's rows plus two rows of the same kind with a drawn n (and k or r)."""
+    kind = rows[0][0]
+    n, k, r = _randint(seed, 2, 400, 2), _randint(seed + 1, 2, 12, 2), 2 * _randint(seed + 2, 1, 20, 2) + 1
+    return list(rows) + [(kind, int(n[i]), int(k[i]) if "conv" in kind else None, int(r[i]) if "restricted" in kind else None)
+                         for i in range(2)]
+
+
+for _n, (_id, _rows) in enumerate(_TABLE1_TABLES.items()):
+    _rows_fn = partial(_table1_rows_and_draws, _rows, 141 + 10 * _n)
+    _add(_id, "1.3", 1, (lambda f: lambda ns: _p_table1(ns, f()))(_rows_fn),
+         (lambda f: lambda: _e_table1(f()))(_rows_fn), _TABLE1_HINT, rtol=0.0, atol=1e-6)
+
+
+# Inputs drawn per grading run (the grader salts the seed; see Draws).
+def _drawn_table1_rows() -> list[tuple[str, int, int | None, int | None]]:
+    n, k, r = _randint(121, 2, 400, 5), _randint(122, 2, 12, 5), 2 * _randint(123, 1, 20, 5) + 1
+    return [(kind, int(n[i]), int(k[i]) if "conv" in kind else None, int(r[i]) if "restricted" in kind else None)
+            for i, kind in enumerate(_SEQUENTIAL)]
+
+
+_add("1.3-drawn-sizes", "1.3", 2, lambda ns: _p_table1(ns, _drawn_table1_rows()), lambda: _e_table1(_drawn_table1_rows()),
+     _TABLE1_HINT, rtol=0.0, atol=1e-6)
+
+
+def _p_table1_rejects(ns: ModuleType) -> Arrays:
+    return {
+        "raised_for_n_1": _raises_value_error(lambda: ns.table1_counts("recurrent", 1)),
+        "raised_for_unknown_kind": _raises_value_error(lambda: ns.table1_counts("lstm", 10)),
+        "raised_for_kernel_1": _raises_value_error(lambda: ns.table1_counts("convolutional", 10, k=1)),
+        "raised_for_missing_k": _raises_value_error(lambda: ns.table1_counts("dilated_convolutional", 10)),
+        "raised_for_even_r": _raises_value_error(lambda: ns.table1_counts("restricted_self_attention", 10, r=4)),
+    }
+
+
+_add("1.3-rejects-bad-arguments", "1.3", 1, _p_table1_rejects,
+     lambda: {k: np.array(True) for k in ("raised_for_n_1", "raised_for_unknown_kind", "raised_for_kernel_1",
+                                          "raised_for_missing_k", "raised_for_even_r")},
+     "Raise ValueError naming the argument: n < 2, an unknown kind, a convolution without an int k >= 2, "
+     "a restricted attention without an odd int r >= 3.")
+
+
+# ===========================================================================
 # Chapter 2 - embeddings
 # ===========================================================================
 def _emb_inputs(seed: int, token_shape: tuple[int, ...], vocab: int, d_model: int):
     return _randint(seed, 0, vocab, *token_shape), _randn(seed + 1, vocab, d_model)
+
+
+def _padded_emb_inputs(seed: int, token_shape: tuple[int, ...], vocab: int, d_model: int, pad: int):
+    tokens, weight = _emb_inputs(seed, token_shape, vocab, d_model)
+    tokens[..., -2:] = pad  # the last two positions of every sequence are padding; the weight's pad row is not zero
+    return tokens, weight
 
 
 def _p_scaled_embedding(ns: ModuleType, args) -> Arrays:
@@ -368,18 +623,45 @@ for _id, _args in {
          partial(_e_scaled_embedding, *_args), _EMB_HINT)
 
 
+def _p_scaled_embedding_pad(ns: ModuleType, args) -> Arrays:
+    seed, token_shape, vocab, d_model, pad = args
+    tokens, weight = _padded_emb_inputs(seed, token_shape, vocab, d_model, pad)
+    return {"embedded": to_array(ns.scaled_embedding(tokens, weight, padding_idx=pad),
+                                 f"scaled_embedding(tokens, weight, padding_idx={pad})", kind="f")}
+
+
+def _e_scaled_embedding_pad(seed, token_shape, vocab, d_model, pad) -> Arrays:
+    tokens, weight = _padded_emb_inputs(seed, token_shape, vocab, d_model, pad)
+    # F.embedding's own padding_idx only stops the gradient; the output row is zeroed here
+    keep = (tokens != pad).double()[..., None]
+    return {"embedded": _f64(F.embedding(tokens, weight.double()) * math.sqrt(d_model) * keep)}
+
+
+_EMB_PAD_HINT = ("Positions holding padding_idx must come out as zero vectors, whatever the weight's row padding_idx holds "
+                 "(F.embedding(..., padding_idx=...) only blocks the gradient); other positions are weight[tokens] * sqrt(d_model).")
+for _id, _args in {
+    "2.1-padding-idx-0": (206, (3, 6), 12, 8, 0),
+    "2.1-padding-idx-last-id": (207, (2, 2, 5), 7, 4, 6),
+}.items():
+    _add(_id, "2.1", 2, partial(_p_scaled_embedding_pad, args=_args),
+         partial(_e_scaled_embedding_pad, *_args), _EMB_PAD_HINT)
+
+
 def _p_embedding_rejects(ns: ModuleType) -> Arrays:
     weight = _randn(205, 5, 4)
     return {
         "raised_for_id_equal_to_vocab_size": _raises_value_error(lambda: ns.scaled_embedding(torch.tensor([[0, 5]]), weight)),
         "raised_for_negative_id": _raises_value_error(lambda: ns.scaled_embedding(torch.tensor([[-1, 2]]), weight)),
         "raised_for_float_tokens": _raises_value_error(lambda: ns.scaled_embedding(torch.tensor([[0.0, 1.0]]), weight)),
+        "raised_for_padding_idx_5": _raises_value_error(lambda: ns.scaled_embedding(torch.tensor([[0, 1]]), weight, padding_idx=5)),
     }
 
 
 _add("2.1-rejects-bad-tokens", "2.1", 1, _p_embedding_rejects,
-     lambda: {k: np.array(True) for k in ("raised_for_id_equal_to_vocab_size", "raised_for_negative_id", "raised_for_float_tokens")},
-     "Raise ValueError (naming `tokens`) when tokens is not an integer tensor or an id lies outside [0, vocab_size).")
+     lambda: {k: np.array(True) for k in ("raised_for_id_equal_to_vocab_size", "raised_for_negative_id", "raised_for_float_tokens",
+                                          "raised_for_padding_idx_5")},
+     "Raise ValueError (naming `tokens`) when tokens is not an integer tensor or an id lies outside [0, vocab_size), "
+     "and (naming `padding_idx`) when padding_idx is not None and outside [0, vocab_size).")
 
 
 def _p_tied(ns: ModuleType, args) -> Arrays:
@@ -408,98 +690,258 @@ _add("2.2-rejects-mismatched-width", "2.2", 1, _p_tied_rejects, lambda: {"raised
      "Raise ValueError when hidden.shape[-1] != weight.shape[1] (both must be d_model).")
 
 
+def _e_scale(rows) -> Arrays:
+    out = []
+    for d_model, init_std in rows:
+        pe_sq = float((_pe_closed_form(7, d_model) ** 2).sum(axis=1).mean())  # every row: d_model / 2 (even d_model)
+        row = []
+        for factor in (1.0, math.sqrt(d_model)):
+            emb_sq = d_model * (init_std * factor) ** 2                        # E ||row||^2 = d_model * std^2
+            row.append([math.sqrt(emb_sq / pe_sq), pe_sq / (pe_sq + emb_sq)])
+        out.append(row)
+    return {"ratios": np.array(out, dtype=np.float64)}
+
+
+def _p_scale(ns: ModuleType, rows) -> Arrays:
+    return {"ratios": np.stack([to_array(ns.scale_ratios(int(d), float(s)), f"scale_ratios({int(d)}, {float(s)!r})", kind="f")
+                                for d, s in rows])}
+
+
+_SCALE_HINT = ("An embedding row with N(0, init_std^2) entries has E||row||^2 = d_model * init_std^2 (times d_model once "
+               "scaled by sqrt(d_model)); a positional row of even width has ||PE||^2 = d_model / 2 exactly. Column 0 is "
+               "sqrt(E||row||^2) / ||PE||, column 1 is ||PE||^2 / (||PE||^2 + E||row||^2); row 0 unscaled, row 1 scaled.")
+def _scale_rows_and_draw(rows, seed: int) -> list[tuple[int, float]]:
+    """The rows plus one with a drawn even width and the initialisation rule of the first row."""
+    d = 2 * int(_randint(seed, 1, 1025))
+    std = d ** -0.5 if rows[0][1] == rows[0][0] ** -0.5 else rows[0][1]
+    return list(rows) + [(d, std)]
+
+
+for _n, (_id, _rows) in enumerate({
+    "2.3-paper-init-512": [(512, 512 ** -0.5)],
+    "2.3-paper-init-several-widths": [(8, 8 ** -0.5), (64, 0.125), (1024, 1 / 32)],
+    "2.3-unit-std": [(16, 1.0), (512, 1.0)],
+    "2.3-small-std-wide": [(2, 0.02), (4096, 0.02)],
+}.items()):
+    _rows_fn = partial(_scale_rows_and_draw, _rows, 231 + _n)
+    _add(_id, "2.3", 1, (lambda f: lambda ns: _p_scale(ns, f()))(_rows_fn), (lambda f: lambda: _e_scale(f()))(_rows_fn),
+         _SCALE_HINT, rtol=1e-6, atol=1e-9)
+
+
+# Inputs drawn per grading run (the grader salts the seed; see Draws).
+def _drawn_scale_rows() -> list[tuple[int, float]]:
+    d, s = 2 * _randint(221, 1, 1025, 3), _randint(222, 1, 2001, 3)
+    return [(int(d[i]), int(s[i]) / 1000) for i in range(3)]
+
+
+_add("2.3-drawn-widths", "2.3", 2, lambda ns: _p_scale(ns, _drawn_scale_rows()), lambda: _e_scale(_drawn_scale_rows()),
+     _SCALE_HINT, rtol=1e-6, atol=1e-9)
+
+
+def _p_scale_rejects(ns: ModuleType) -> Arrays:
+    return {
+        "raised_for_odd_d_model": _raises_value_error(lambda: ns.scale_ratios(7, 0.1)),
+        "raised_for_std_0": _raises_value_error(lambda: ns.scale_ratios(8, 0.0)),
+    }
+
+
+_add("2.3-rejects-bad-arguments", "2.3", 1, _p_scale_rejects,
+     lambda: {"raised_for_odd_d_model": np.array(True), "raised_for_std_0": np.array(True)},
+     "Raise ValueError naming d_model when it is odd or smaller than 2, and naming init_std when it is not > 0.")
+
+
 # ===========================================================================
 # Chapter 3 - positional encoding
 # ===========================================================================
 def _pe_closed_form(max_len: int, d_model: int) -> np.ndarray:
-    pe = np.zeros((max_len, d_model))
-    for pos in range(max_len):
+    return _pe_at(np.arange(max_len), d_model)
+
+
+def _pe_at(positions: np.ndarray, d_model: int, base: float = 10000.0) -> np.ndarray:
+    """The sinusoidal rows of the given integer positions, entry by entry with ``math``: ``positions.shape + (d_model,)``."""
+    flat = np.asarray(positions).reshape(-1)
+    pe = np.zeros((flat.size, d_model))
+    for row, pos in enumerate(flat.tolist()):
         for col in range(d_model):
             i2 = col - (col % 2)  # the "2i" of the paper
-            angle = pos / (10000.0 ** (i2 / d_model))
-            pe[pos, col] = math.sin(angle) if col % 2 == 0 else math.cos(angle)
-    return pe
+            angle = pos / (base ** (i2 / d_model))
+            pe[row, col] = math.sin(angle) if col % 2 == 0 else math.cos(angle)
+    return pe.reshape(*np.shape(positions), d_model)
 
 
-def _p_pe(ns: ModuleType, max_len, d_model) -> Arrays:
-    return {"pe": to_array(ns.sinusoidal_encoding(max_len, d_model), f"sinusoidal_encoding({max_len}, {d_model})", kind="f")}
+def _p_pe(ns: ModuleType, positions: torch.Tensor, d_model: int, base: float | None) -> Arrays:
+    kwargs = {} if base is None else {"base": base}
+    what = f"encode_positions(positions of shape {tuple(positions.shape)}, {d_model}" + (f", base={base}" if base else "") + ")"
+    return {"pe": to_array(ns.encode_positions(positions.clone(), d_model, **kwargs), what, kind="f")}
 
 
-_PE_HINT = ("PE[pos, 2i] = sin(pos / 10000**(2i/d_model)) and PE[pos, 2i+1] = cos(pos / 10000**(2i/d_model)); "
-            "the exponent uses the even column index 2i for both columns of a pair; for odd d_model the last column is a sine.")
-for _id, _args, _pts in (
-    ("3.1-len-10-d-8", (10, 8), 1),
-    ("3.1-odd-d-model-5", (7, 5), 2),
-    ("3.1-one-position", (1, 1), 1),
-    ("3.1-len-50-d-16", (50, 16), 1),
-    ("3.1-odd-d-model-33", (64, 33), 2),
-):
-    _add(_id, "3.1", _pts, partial(_p_pe, max_len=_args[0], d_model=_args[1]), partial(lambda a, b: {"pe": _pe_closed_form(a, b)}, *_args),
-         _PE_HINT, atol=2e-5)
+def _e_pe(positions: torch.Tensor, d_model: int, base: float | None) -> Arrays:
+    return {"pe": _pe_at(positions.numpy(), d_model, 10000.0 if base is None else base)}
+
+
+_PE_HINT = ("PE[pos, 2i] = sin(pos / base**(2i/d_model)) and PE[pos, 2i+1] = cos(pos / base**(2i/d_model)), one row per entry "
+            "of `positions` (any shape, any integer positions); the exponent uses the even column index 2i for both columns "
+            "of a pair; for odd d_model the last column is a sine. Compute the angles in float64: at positions in the thousands "
+            "float32 angles are off by about 1e-4.")
+_PE_FIXED = {
+    "3.1-arange-10-d-8": (lambda: torch.arange(10), 8, None, 1),
+    "3.1-odd-d-model-5": (lambda: torch.arange(7), 5, None, 2),
+    "3.1-one-position": (lambda: torch.tensor([0]), 1, None, 1),
+    "3.1-offset-batch-d-16": (lambda: torch.arange(20, 26)[None] + torch.tensor([[0], [100], [997]]), 16, None, 2),
+    "3.1-left-padded-positions-odd-33": (lambda: torch.tensor([[0, 0, 0, 1, 2], [0, 1, 2, 3, 4]]), 33, None, 1),
+    "3.1-base-100": (lambda: torch.arange(12).reshape(3, 4), 6, 100.0, 2),
+}
+for _id, (_make, _d, _base, _pts) in _PE_FIXED.items():
+    _add(_id, "3.1", _pts, (lambda m, d, b: lambda ns: _p_pe(ns, m(), d, b))(_make, _d, _base),
+         (lambda m, d, b: lambda: _e_pe(m(), d, b))(_make, _d, _base), _PE_HINT, atol=2e-5)
 
 
 def _p_pe_rejects(ns: ModuleType) -> Arrays:
     return {
-        "raised_for_max_len_0": _raises_value_error(lambda: ns.sinusoidal_encoding(0, 8)),
-        "raised_for_d_model_0": _raises_value_error(lambda: ns.sinusoidal_encoding(4, 0)),
+        "raised_for_float_positions": _raises_value_error(lambda: ns.encode_positions(torch.tensor([0.0, 1.0]), 8)),
+        "raised_for_negative_position": _raises_value_error(lambda: ns.encode_positions(torch.tensor([3, -1]), 8)),
+        "raised_for_d_model_0": _raises_value_error(lambda: ns.encode_positions(torch.arange(4), 0)),
+        "raised_for_base_1": _raises_value_error(lambda: ns.encode_positions(torch.arange(4), 8, base=1.0)),
     }
 
 
-_add("3.1-rejects-bad-sizes", "3.1", 1, _p_pe_rejects, lambda: {"raised_for_max_len_0": np.array(True), "raised_for_d_model_0": np.array(True)},
-     "Raise ValueError naming the argument when max_len or d_model is smaller than 1.")
+_add("3.1-rejects-bad-arguments", "3.1", 1, _p_pe_rejects,
+     lambda: {k: np.array(True) for k in ("raised_for_float_positions", "raised_for_negative_position", "raised_for_d_model_0",
+                                          "raised_for_base_1")},
+     "Raise ValueError naming the argument: positions not an integer tensor or negative, d_model < 1, base <= 1.")
 
 
 # Inputs drawn per grading run (the grader salts the seed; see Draws).
-def _drawn_pe_size() -> tuple[int, int]:
-    return int(_randint(301, 2, 80)), int(_randint(302, 2, 48))
+def _drawn_positions(parity: int) -> tuple[torch.Tensor, int]:
+    """Drawn positions (3, 9) and a drawn d_model of the given parity (0 even, 1 odd)."""
+    return _randint(301 + parity, 0, 5000, 3, 9), 2 * int(_randint(303 + parity, 1, 24)) + parity
 
 
-_add("3.1-drawn-size", "3.1", 1, lambda ns: _p_pe(ns, *_drawn_pe_size()),
-     lambda: {"pe": _pe_closed_form(*_drawn_pe_size())}, _PE_HINT, atol=2e-5)
+def _drawn_base() -> float:
+    return float(_randint(305, 2, 100001))
 
 
-def _rel_closed_form(k: int, d_model: int) -> np.ndarray:
-    m = np.zeros((d_model, d_model))
-    for i in range(d_model // 2):
-        w = 1.0 / (10000.0 ** (2 * i / d_model))
-        c, s = math.cos(w * k), math.sin(w * k)
-        # [sin(w(p+k)), cos(w(p+k))] = [[c, s], [-s, c]] @ [sin(wp), cos(wp)]
-        m[2 * i, 2 * i], m[2 * i, 2 * i + 1] = c, s
-        m[2 * i + 1, 2 * i], m[2 * i + 1, 2 * i + 1] = -s, c
-    return m
+_add("3.1-drawn-positions", "3.1", 2, lambda ns: _p_pe(ns, *_drawn_positions(0), None),
+     lambda: _e_pe(*_drawn_positions(0), None), _PE_HINT, atol=2e-5)
+_add("3.1-drawn-odd-d-model", "3.1", 1, lambda ns: _p_pe(ns, *_drawn_positions(1), None),
+     lambda: _e_pe(*_drawn_positions(1), None), _PE_HINT, atol=2e-5)
+_add("3.1-drawn-base", "3.1", 1, lambda ns: _p_pe(ns, *_drawn_positions(0), _drawn_base()),
+     lambda: _e_pe(*_drawn_positions(0), _drawn_base()), _PE_HINT, atol=2e-5)
 
 
-def _p_rel(ns: ModuleType, k, d_model) -> Arrays:
-    return {"matrix": to_array(ns.relative_position_matrix(k, d_model), f"relative_position_matrix({k}, {d_model})", kind="f")}
+def _sinusoid_rows(positions: torch.Tensor, d_model: int) -> torch.Tensor:
+    """Input builder for 3.2: the sinusoidal rows (float64) of the given positions."""
+    omega = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    angle = positions.double()[..., None] * omega
+    return torch.stack([torch.sin(angle), torch.cos(angle)], dim=-1).flatten(-2)
 
 
-_REL_HINT = ("Use sin(a+b) = sin a cos b + cos a sin b and cos(a+b) = cos a cos b - sin a sin b: the block for the pair "
-             "(2i, 2i+1) is [[cos(w k), sin(w k)], [-sin(w k), cos(w k)]] with w = 1/10000**(2i/d_model); everything else is 0.")
-for _id, _args in {
-    "3.2-offset-1-d-8": (1, 8),
-    "3.2-offset-5-d-16": (5, 16),
-    "3.2-negative-offset-d-4": (-3, 4),
-    "3.2-offset-0-is-identity": (0, 6),
-}.items():
-    _add(_id, "3.2", 1, partial(_p_rel, k=_args[0], d_model=_args[1]), partial(lambda a, b: {"matrix": _rel_closed_form(a, b)}, *_args),
-         _REL_HINT, atol=1e-5)
+def _p_peshift(ns: ModuleType, positions: torch.Tensor, d_model: int, k) -> Arrays:
+    pe = _sinusoid_rows(positions, d_model)
+    k_arg = k.clone() if isinstance(k, torch.Tensor) else k
+    what = f"shift_encodings(pe of shape {tuple(pe.shape)}, k={'a tensor of shape ' + str(tuple(k.shape)) if isinstance(k, torch.Tensor) else k})"
+    return {"shifted": to_array(ns.shift_encodings(pe, k_arg), what, kind="f")}
 
 
-def _p_rel_rejects(ns: ModuleType) -> Arrays:
-    return {"raised_for_odd_d_model": _raises_value_error(lambda: ns.relative_position_matrix(2, 5))}
+def _e_peshift(positions: torch.Tensor, d_model: int, k) -> Arrays:
+    k_np = k.numpy() if isinstance(k, torch.Tensor) else k
+    return {"shifted": _pe_at(positions.numpy() + k_np, d_model)}
 
 
-_add("3.2-rejects-odd-d-model", "3.2", 1, _p_rel_rejects, lambda: {"raised_for_odd_d_model": np.array(True)},
-     "For odd d_model the last column has no cosine partner: raise ValueError naming d_model.")
+_PESHIFT_HINT = ("For each pair (2i, 2i+1) with w = 1/10000**(2i/d_model): new_sin = sin*cos(w k) + cos*sin(w k), "
+               "new_cos = cos*cos(w k) - sin*sin(w k); k broadcasts over the rows (pe.shape[:-1]).")
+_PESHIFT_FIXED = {
+    "3.2-offset-1-d-8": (lambda: torch.arange(10), 8, lambda: 1, 1),
+    "3.2-offset-5-batch-d-16": (lambda: torch.arange(12).reshape(2, 6) * 7, 16, lambda: 5, 1),
+    "3.2-negative-offset-d-4": (lambda: torch.arange(3, 9), 4, lambda: -3, 1),
+    "3.2-offset-0-unchanged": (lambda: torch.arange(5), 6, lambda: 0, 1),
+    "3.2-per-row-offsets": (lambda: torch.tensor([[0, 1, 2], [10, 20, 30]]), 8, lambda: torch.tensor([[1], [-4]]), 2),
+}
+for _id, (_pos, _d, _k, _pts) in _PESHIFT_FIXED.items():
+    _add(_id, "3.2", _pts, (lambda p, d, k: lambda ns: _p_peshift(ns, p(), d, k()))(_pos, _d, _k),
+         (lambda p, d, k: lambda: _e_peshift(p(), d, k()))(_pos, _d, _k), _PESHIFT_HINT, atol=1e-5)
+
+
+def _p_peshift_rejects(ns: ModuleType) -> Arrays:
+    return {"raised_for_odd_d_model": _raises_value_error(lambda: ns.shift_encodings(torch.zeros(3, 5, dtype=torch.float64), 2))}
+
+
+_add("3.2-rejects-odd-d-model", "3.2", 1, _p_peshift_rejects, lambda: {"raised_for_odd_d_model": np.array(True)},
+     "For odd d_model the last column has no cosine partner: raise ValueError naming pe.")
 
 
 # Inputs drawn per grading run (the grader salts the seed; see Draws).
-def _drawn_offset() -> tuple[int, int]:
-    return int(_randint(311, -30, 31)), 2 * int(_randint(312, 1, 17))
+def _drawn_peshift() -> tuple[torch.Tensor, int, torch.Tensor]:
+    return _randint(311, 0, 200, 4, 5), 2 * int(_randint(312, 1, 17)), _randint(313, -30, 31, 4, 1)
 
 
-_add("3.2-drawn-offset", "3.2", 1, lambda ns: _p_rel(ns, *_drawn_offset()),
-     lambda: {"matrix": _rel_closed_form(*_drawn_offset())}, _REL_HINT, atol=1e-5)
+def _drawn_scalar_shift() -> tuple[torch.Tensor, int, int]:
+    return _randint(314, 0, 200, 3, 4), 2 * int(_randint(315, 1, 17)), int(_randint(316, -30, 31))
+
+
+_add("3.2-drawn-scalar-offset", "3.2", 1, lambda ns: _p_peshift(ns, *_drawn_scalar_shift()),
+     lambda: _e_peshift(*_drawn_scalar_shift()), _PESHIFT_HINT, atol=1e-5)
+_add("3.2-drawn-offsets", "3.2", 2, lambda ns: _p_peshift(ns, *_drawn_peshift()), lambda: _e_peshift(*_drawn_peshift()),
+     _PESHIFT_HINT, atol=1e-5)
+
+
+def _alibi_slopes_reference(n_heads: int) -> list[float]:
+    """Press et al. (2022): the geometric sequence 2^(-8/n), 2^(-16/n), ... for n a power of 2; otherwise the
+    slopes of the power of 2 just below n, then every other slope of twice that power (the paper's code)."""
+    if n_heads & (n_heads - 1) == 0:
+        return [2.0 ** (-8.0 * (h + 1) / n_heads) for h in range(n_heads)]
+    below = 1 << (n_heads.bit_length() - 1)
+    return _alibi_slopes_reference(below) + _alibi_slopes_reference(2 * below)[0::2][: n_heads - below]
+
+
+def _e_alibi(n_heads: int, seq_len: int) -> Arrays:
+    slopes = np.array(_alibi_slopes_reference(n_heads))
+    distance = np.abs(np.arange(seq_len)[:, None] - np.arange(seq_len)[None, :])
+    return {"bias": -slopes[:, None, None] * distance[None]}
+
+
+def _p_alibi(ns: ModuleType, n_heads: int, seq_len: int) -> Arrays:
+    return {"bias": to_array(ns.alibi_bias(n_heads, seq_len), f"alibi_bias({n_heads}, {seq_len})", kind="f")}
+
+
+_ALIBI_HINT = ("bias[h, i, j] = -m_h * |i - j|. For n_heads a power of 2, m_h = 2**(-8 (h+1) / n_heads) (h from 0); otherwise "
+               "take the slopes for p = the largest power of 2 below n_heads, then slopes_for(2p)[0::2][:n_heads - p].")
+for _id, _args, _pts in (
+    ("3.3-8-heads", (8, 5), 1),
+    ("3.3-16-heads", (16, 4), 1),
+    ("3.3-one-head", (1, 6), 1),
+    ("3.3-6-heads-not-a-power-of-2", (6, 4), 2),
+    ("3.3-12-heads-not-a-power-of-2", (12, 3), 1),
+):
+    _add(_id, "3.3", _pts, partial(_p_alibi, n_heads=_args[0], seq_len=_args[1]), partial(_e_alibi, *_args), _ALIBI_HINT,
+         rtol=1e-6, atol=1e-9)
+
+
+# Inputs drawn per grading run (the grader salts the seed; see Draws).
+def _drawn_alibi(power_of_2: bool) -> tuple[int, int]:
+    """Drawn (n_heads, seq_len): n_heads a power of 2 (1 .. 64), or not one (3 .. 63)."""
+    if power_of_2:
+        return 2 ** int(_randint(323, 0, 7)), int(_randint(324, 2, 17))
+    others = [n for n in range(3, 64) if n & (n - 1)]
+    return others[int(_randint(321, 0, len(others)))], int(_randint(322, 2, 17))
+
+
+_add("3.3-drawn-power-of-2-heads", "3.3", 1, lambda ns: _p_alibi(ns, *_drawn_alibi(True)),
+     lambda: _e_alibi(*_drawn_alibi(True)), _ALIBI_HINT, rtol=1e-6, atol=1e-9)
+_add("3.3-drawn-sizes", "3.3", 2, lambda ns: _p_alibi(ns, *_drawn_alibi(False)), lambda: _e_alibi(*_drawn_alibi(False)),
+     _ALIBI_HINT, rtol=1e-6, atol=1e-9)
+
+
+def _p_alibi_rejects(ns: ModuleType) -> Arrays:
+    return {
+        "raised_for_n_heads_0": _raises_value_error(lambda: ns.alibi_bias(0, 4)),
+        "raised_for_seq_len_0": _raises_value_error(lambda: ns.alibi_bias(8, 0)),
+    }
+
+
+_add("3.3-rejects-bad-sizes", "3.3", 1, _p_alibi_rejects,
+     lambda: {"raised_for_n_heads_0": np.array(True), "raised_for_seq_len_0": np.array(True)},
+     "Raise ValueError naming the argument when n_heads or seq_len is smaller than 1.")
 
 
 # ===========================================================================

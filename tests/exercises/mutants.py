@@ -13,61 +13,500 @@ import torch.nn.functional as F
 """
 
 MUTANTS: dict[str, list[tuple[str, str]]] = {
+    "1.1": [
+        ("counts multiply-adds, not FLOPs (no factor 2)", """
+def layer_flops(kind, n, d, batch=1, kernel_size=3):
+    if kind not in ("attention", "multi_head_attention", "rnn", "gru", "lstm", "conv") or min(n, d, batch, kernel_size) < 1:
+        raise ValueError("bad")
+    g = {"rnn": 1, "gru": 3, "lstm": 4}
+    if kind == "attention":
+        return 2 * batch * n * n * d
+    if kind == "multi_head_attention":
+        return 4 * batch * n * d * d + 2 * batch * n * n * d
+    if kind == "conv":
+        return batch * n * kernel_size * d * d
+    return g[kind] * 2 * batch * n * d * d
+"""),
+        ("gates forgotten: gru and lstm counted as an rnn", """
+def layer_flops(kind, n, d, batch=1, kernel_size=3):
+    if kind not in ("attention", "multi_head_attention", "rnn", "gru", "lstm", "conv") or min(n, d, batch, kernel_size) < 1:
+        raise ValueError("bad")
+    if kind == "attention":
+        return 4 * batch * n * n * d
+    if kind == "multi_head_attention":
+        return 8 * batch * n * d * d + 4 * batch * n * n * d
+    if kind == "conv":
+        return 2 * batch * n * kernel_size * d * d
+    return 4 * batch * n * d * d
+"""),
+        ("recurrent step counted with one d x d product (W_ih x_t forgotten)", """
+def layer_flops(kind, n, d, batch=1, kernel_size=3):
+    if kind not in ("attention", "multi_head_attention", "rnn", "gru", "lstm", "conv") or min(n, d, batch, kernel_size) < 1:
+        raise ValueError("bad")
+    g = {"rnn": 1, "gru": 3, "lstm": 4}
+    if kind == "attention":
+        return 4 * batch * n * n * d
+    if kind == "multi_head_attention":
+        return 8 * batch * n * d * d + 4 * batch * n * n * d
+    if kind == "conv":
+        return 2 * batch * n * kernel_size * d * d
+    return g[kind] * 2 * batch * n * d * d
+"""),
+        ("multi-head attention without the projections", """
+def layer_flops(kind, n, d, batch=1, kernel_size=3):
+    if kind not in ("attention", "multi_head_attention", "rnn", "gru", "lstm", "conv") or min(n, d, batch, kernel_size) < 1:
+        raise ValueError("bad")
+    g = {"rnn": 1, "gru": 3, "lstm": 4}
+    if kind in ("attention", "multi_head_attention"):
+        return 4 * batch * n * n * d
+    if kind == "conv":
+        return 2 * batch * n * kernel_size * d * d
+    return g[kind] * 4 * batch * n * d * d
+"""),
+        ("batch ignored", """
+def layer_flops(kind, n, d, batch=1, kernel_size=3):
+    if kind not in ("attention", "multi_head_attention", "rnn", "gru", "lstm", "conv") or min(n, d, batch, kernel_size) < 1:
+        raise ValueError("bad")
+    g = {"rnn": 1, "gru": 3, "lstm": 4}
+    if kind == "attention":
+        return 4 * n * n * d
+    if kind == "multi_head_attention":
+        return 8 * n * d * d + 4 * n * n * d
+    if kind == "conv":
+        return 2 * n * kernel_size * d * d
+    return g[kind] * 4 * n * d * d
+"""),
+        ("float result (math.pow)", """
+def layer_flops(kind, n, d, batch=1, kernel_size=3):
+    if kind not in ("attention", "multi_head_attention", "rnn", "gru", "lstm", "conv") or min(n, d, batch, kernel_size) < 1:
+        raise ValueError("bad")
+    g = {"rnn": 1, "gru": 3, "lstm": 4}
+    if kind == "attention":
+        return 4 * batch * math.pow(n, 2) * d
+    if kind == "multi_head_attention":
+        return 8 * batch * n * math.pow(d, 2) + 4 * batch * math.pow(n, 2) * d
+    if kind == "conv":
+        return 2.0 * batch * n * kernel_size * d * d
+    return g[kind] * 4 * batch * n * math.pow(d, 2)
+"""),
+    ],
+    "1.2": [
+        ("equality counted as 'more' (returns d for the rnn)", """
+def crossover_length(d, recurrent="rnn", projections=False):
+    g = {"rnn": 1, "gru": 3, "lstm": 4}
+    if d < 1 or recurrent not in g:
+        raise ValueError("bad")
+    return max((g[recurrent] - (2 if projections else 0)) * d, 1)
+"""),
+        ("always n = d + 1 (the chapter's core-vs-rnn answer)", """
+def crossover_length(d, recurrent="rnn", projections=False):
+    if d < 1 or recurrent not in ("rnn", "gru", "lstm"):
+        raise ValueError("bad")
+    return d + 1
+"""),
+        ("projections ignored", """
+def crossover_length(d, recurrent="rnn", projections=False):
+    g = {"rnn": 1, "gru": 3, "lstm": 4}
+    if d < 1 or recurrent not in g:
+        raise ValueError("bad")
+    return g[recurrent] * d + 1
+"""),
+        ("negative threshold not clamped to n >= 1", """
+def crossover_length(d, recurrent="rnn", projections=False):
+    g = {"rnn": 1, "gru": 3, "lstm": 4}
+    if d < 1 or recurrent not in g:
+        raise ValueError("bad")
+    return (g[recurrent] - (2 if projections else 0)) * d + 1
+"""),
+        ("projections counted as 4 n d^2 (one product per projection, no factor 2)", """
+def crossover_length(d, recurrent="rnn", projections=False):
+    g = {"rnn": 1, "gru": 3, "lstm": 4}
+    if d < 1 or recurrent not in g:
+        raise ValueError("bad")
+    return max((g[recurrent] - (1 if projections else 0)) * d + 1, 1)
+"""),
+    ],
+    "1.3": [
+        ("recurrent path n instead of n - 1", """
+def table1_counts(kind, n, k=None, r=None):
+    if n < 2:
+        raise ValueError("n")
+    if kind == "self_attention":
+        return 1, 1
+    if kind == "recurrent":
+        return n, n
+    if kind == "convolutional":
+        if k is None or k < 2: raise ValueError("k")
+        return 1, -(-(n - 1) // (k - 1))
+    if kind == "dilated_convolutional":
+        if k is None or k < 2: raise ValueError("k")
+        L, reach = 0, 1
+        while reach < n:
+            L, reach = L + 1, reach * k
+        return 1, L
+    if kind == "restricted_self_attention":
+        if r is None or r < 3 or r % 2 == 0: raise ValueError("r")
+        return 1, -(-(n - 1) // ((r - 1) // 2))
+    raise ValueError("kind")
+"""),
+        ("orders of growth taken literally: n / k and n / r, rounded down", """
+def table1_counts(kind, n, k=None, r=None):
+    if n < 2:
+        raise ValueError("n")
+    if kind == "self_attention":
+        return 1, 1
+    if kind == "recurrent":
+        return n, n - 1
+    if kind == "convolutional":
+        if k is None or k < 2: raise ValueError("k")
+        return 1, max(n // k, 1)
+    if kind == "dilated_convolutional":
+        if k is None or k < 2: raise ValueError("k")
+        return 1, max(int(math.log(n, k)), 1)
+    if kind == "restricted_self_attention":
+        if r is None or r < 3 or r % 2 == 0: raise ValueError("r")
+        return 1, max(n // r, 1)
+    raise ValueError("kind")
+"""),
+        ("dilated reach with math.log and ceil (rounding)", """
+def table1_counts(kind, n, k=None, r=None):
+    if n < 2:
+        raise ValueError("n")
+    if kind == "self_attention":
+        return 1, 1
+    if kind == "recurrent":
+        return n, n - 1
+    if kind == "convolutional":
+        if k is None or k < 2: raise ValueError("k")
+        return 1, -(-(n - 1) // (k - 1))
+    if kind == "dilated_convolutional":
+        if k is None or k < 2: raise ValueError("k")
+        return 1, math.ceil(math.log(n) / math.log(k))
+    if kind == "restricted_self_attention":
+        if r is None or r < 3 or r % 2 == 0: raise ValueError("r")
+        return 1, -(-(n - 1) // ((r - 1) // 2))
+    raise ValueError("kind")
+"""),
+        ("restricted window: r positions further per layer (not (r - 1) / 2)", """
+def table1_counts(kind, n, k=None, r=None):
+    if n < 2:
+        raise ValueError("n")
+    if kind == "self_attention":
+        return 1, 1
+    if kind == "recurrent":
+        return n, n - 1
+    if kind == "convolutional":
+        if k is None or k < 2: raise ValueError("k")
+        return 1, -(-(n - 1) // (k - 1))
+    if kind == "dilated_convolutional":
+        if k is None or k < 2: raise ValueError("k")
+        L, reach = 0, 1
+        while reach < n:
+            L, reach = L + 1, reach * k
+        return 1, L
+    if kind == "restricted_self_attention":
+        if r is None or r < 3 or r % 2 == 0: raise ValueError("r")
+        return 1, -(-(n - 1) // r)
+    raise ValueError("kind")
+"""),
+        ("convolution: k positions further per layer (not k - 1)", """
+def table1_counts(kind, n, k=None, r=None):
+    if n < 2:
+        raise ValueError("n")
+    if kind == "self_attention":
+        return 1, 1
+    if kind == "recurrent":
+        return n, n - 1
+    if kind == "convolutional":
+        if k is None or k < 2: raise ValueError("k")
+        return 1, -(-(n - 1) // k)
+    if kind == "dilated_convolutional":
+        if k is None or k < 2: raise ValueError("k")
+        L, reach = 0, 1
+        while reach < n:
+            L, reach = L + 1, reach * k
+        return 1, L
+    if kind == "restricted_self_attention":
+        if r is None or r < 3 or r % 2 == 0: raise ValueError("r")
+        return 1, -(-(n - 1) // ((r - 1) // 2))
+    raise ValueError("kind")
+"""),
+        ("sequential operations of the recurrence given as 1", """
+def table1_counts(kind, n, k=None, r=None):
+    if n < 2:
+        raise ValueError("n")
+    if kind == "self_attention":
+        return 1, 1
+    if kind == "recurrent":
+        return 1, n - 1
+    if kind == "convolutional":
+        if k is None or k < 2: raise ValueError("k")
+        return 1, -(-(n - 1) // (k - 1))
+    if kind == "dilated_convolutional":
+        if k is None or k < 2: raise ValueError("k")
+        L, reach = 0, 1
+        while reach < n:
+            L, reach = L + 1, reach * k
+        return 1, L
+    if kind == "restricted_self_attention":
+        if r is None or r < 3 or r % 2 == 0: raise ValueError("r")
+        return 1, -(-(n - 1) // ((r - 1) // 2))
+    raise ValueError("kind")
+"""),
+    ],
     "2.1": [
-        ("no sqrt(d_model) scale", "def scaled_embedding(tokens, weight):\n    return weight[tokens]"),
-        ("scaled by d_model", "def scaled_embedding(tokens, weight):\n    return weight[tokens] * weight.shape[1]"),
-        ("no validation", "def scaled_embedding(tokens, weight):\n    return weight[tokens.long()] * math.sqrt(weight.shape[1])"),
+        ("no sqrt(d_model) scale", "def scaled_embedding(tokens, weight, padding_idx=None):\n    return weight[tokens]"),
+        ("scaled by d_model", "def scaled_embedding(tokens, weight, padding_idx=None):\n    return weight[tokens] * weight.shape[1]"),
+        ("no validation", "def scaled_embedding(tokens, weight, padding_idx=None):\n    return weight[tokens.long()] * math.sqrt(weight.shape[1])"),
+        ("padding_idx ignored (F.embedding's padding_idx only stops the gradient)", """
+def scaled_embedding(tokens, weight, padding_idx=None):
+    if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
+        raise ValueError("tokens")
+    if int(tokens.min()) < 0 or int(tokens.max()) >= weight.shape[0]:
+        raise ValueError("tokens")
+    if padding_idx is not None and not 0 <= padding_idx < weight.shape[0]:
+        raise ValueError("padding_idx")
+    return F.embedding(tokens, weight, padding_idx=padding_idx) * math.sqrt(weight.shape[1])
+"""),
+        ("padding zeroed before the lookup of every row (id 0 always zeroed)", """
+def scaled_embedding(tokens, weight, padding_idx=None):
+    if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
+        raise ValueError("tokens")
+    if int(tokens.min()) < 0 or int(tokens.max()) >= weight.shape[0]:
+        raise ValueError("tokens")
+    out = weight[tokens] * math.sqrt(weight.shape[1])
+    return out * (tokens != 0)[..., None]
+"""),
     ],
     "2.2": [
         ("scaled like the embedding", "def tied_output_logits(hidden, weight):\n    return hidden @ weight.T * math.sqrt(weight.shape[1])"),
         ("no shape check", "def tied_output_logits(hidden, weight):\n    return hidden[..., : weight.shape[1]] @ weight[:, : hidden.shape[-1]].T"),
     ],
+    "2.3": [
+        ("positional norm taken as sqrt(d_model) (the 1/2 forgotten)", """
+def scale_ratios(d_model, init_std):
+    if d_model < 2 or d_model % 2 or init_std <= 0:
+        raise ValueError("bad")
+    pe_sq = d_model
+    rows = []
+    for f in (1.0, math.sqrt(d_model)):
+        e = d_model * (init_std * f) ** 2
+        rows.append([math.sqrt(e / pe_sq), pe_sq / (pe_sq + e)])
+    return torch.tensor(rows)
+"""),
+        ("init_std squared twice (variance used as std)", """
+def scale_ratios(d_model, init_std):
+    if d_model < 2 or d_model % 2 or init_std <= 0:
+        raise ValueError("bad")
+    pe_sq = d_model / 2
+    rows = []
+    for f in (1.0, math.sqrt(d_model)):
+        e = d_model * (init_std ** 2 * f) ** 2
+        rows.append([math.sqrt(e / pe_sq), pe_sq / (pe_sq + e)])
+    return torch.tensor(rows)
+"""),
+        ("ratio upside down (positional / embedding)", """
+def scale_ratios(d_model, init_std):
+    if d_model < 2 or d_model % 2 or init_std <= 0:
+        raise ValueError("bad")
+    pe_sq = d_model / 2
+    rows = []
+    for f in (1.0, math.sqrt(d_model)):
+        e = d_model * (init_std * f) ** 2
+        rows.append([math.sqrt(pe_sq / e), pe_sq / (pe_sq + e)])
+    return torch.tensor(rows)
+"""),
+        ("scale d_model instead of sqrt(d_model)", """
+def scale_ratios(d_model, init_std):
+    if d_model < 2 or d_model % 2 or init_std <= 0:
+        raise ValueError("bad")
+    pe_sq = d_model / 2
+    rows = []
+    for f in (1.0, d_model):
+        e = d_model * (init_std * f) ** 2
+        rows.append([math.sqrt(e / pe_sq), pe_sq / (pe_sq + e)])
+    return torch.tensor(rows)
+"""),
+        ("cosine from norms, not squared norms", """
+def scale_ratios(d_model, init_std):
+    if d_model < 2 or d_model % 2 or init_std <= 0:
+        raise ValueError("bad")
+    pe_sq = d_model / 2
+    rows = []
+    for f in (1.0, math.sqrt(d_model)):
+        e = d_model * (init_std * f) ** 2
+        rows.append([math.sqrt(e / pe_sq), math.sqrt(pe_sq) / (math.sqrt(pe_sq) + math.sqrt(e))])
+    return torch.tensor(rows)
+"""),
+    ],
     "3.1": [
         ("sine and cosine swapped", """
-def sinusoidal_encoding(max_len, d_model):
-    if max_len < 1 or d_model < 1:
+def encode_positions(positions, d_model, base=10000.0):
+    if positions.dtype.is_floating_point or int(positions.min()) < 0 or d_model < 1 or base <= 1:
         raise ValueError("bad")
-    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
-    angle = pos / 10000 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
-    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
-    pe[:, 0::2] = torch.cos(angle)
-    pe[:, 1::2] = torch.sin(angle[:, : d_model // 2])
+    angle = positions.double()[..., None] / base ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    pe = torch.zeros(*positions.shape, d_model, dtype=torch.float64)
+    pe[..., 0::2] = torch.cos(angle)
+    pe[..., 1::2] = torch.sin(angle[..., : d_model // 2])
     return pe
 """),
         ("exponent uses the column index, not 2i", """
-def sinusoidal_encoding(max_len, d_model):
-    if max_len < 1 or d_model < 1:
+def encode_positions(positions, d_model, base=10000.0):
+    if positions.dtype.is_floating_point or int(positions.min()) < 0 or d_model < 1 or base <= 1:
         raise ValueError("bad")
-    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
     col = torch.arange(d_model, dtype=torch.float64)
-    angle = pos / 10000 ** (col / d_model)
-    pe = torch.where(col.long() % 2 == 0, torch.sin(angle), torch.cos(angle))
-    return pe
+    angle = positions.double()[..., None] / base ** (col / d_model)
+    return torch.where(col.long() % 2 == 0, torch.sin(angle), torch.cos(angle))
 """),
         ("odd d_model: last column made a cosine", """
-def sinusoidal_encoding(max_len, d_model):
-    if max_len < 1 or d_model < 1:
+def encode_positions(positions, d_model, base=10000.0):
+    if positions.dtype.is_floating_point or int(positions.min()) < 0 or d_model < 1 or base <= 1:
         raise ValueError("bad")
     d = d_model + (d_model % 2)
-    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
-    angle = pos / 10000 ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
-    pe = torch.zeros(max_len, d, dtype=torch.float64)
-    pe[:, 0::2] = torch.sin(angle)
-    pe[:, 1::2] = torch.cos(angle)
-    return pe[:, :d_model]
+    angle = positions.double()[..., None] / base ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+    pe = torch.zeros(*positions.shape, d, dtype=torch.float64)
+    pe[..., 0::2] = torch.sin(angle)
+    pe[..., 1::2] = torch.cos(angle)
+    return pe[..., :d_model]
+"""),
+        ("positions ignored: the table of 0 .. n-1 along the last axis", """
+def encode_positions(positions, d_model, base=10000.0):
+    if positions.dtype.is_floating_point or int(positions.min()) < 0 or d_model < 1 or base <= 1:
+        raise ValueError("bad")
+    pos = torch.arange(positions.shape[-1], dtype=torch.float64).expand(positions.shape)
+    angle = pos[..., None] / base ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    pe = torch.zeros(*positions.shape, d_model, dtype=torch.float64)
+    pe[..., 0::2] = torch.sin(angle)
+    pe[..., 1::2] = torch.cos(angle[..., : d_model // 2])
+    return pe
+"""),
+        ("base ignored (always 10000)", """
+def encode_positions(positions, d_model, base=10000.0):
+    if positions.dtype.is_floating_point or int(positions.min()) < 0 or d_model < 1 or base <= 1:
+        raise ValueError("bad")
+    angle = positions.double()[..., None] / 10000.0 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    pe = torch.zeros(*positions.shape, d_model, dtype=torch.float64)
+    pe[..., 0::2] = torch.sin(angle)
+    pe[..., 1::2] = torch.cos(angle[..., : d_model // 2])
+    return pe
+"""),
+        ("float32 angles (large positions lose accuracy)", """
+def encode_positions(positions, d_model, base=10000.0):
+    if positions.dtype.is_floating_point or int(positions.min()) < 0 or d_model < 1 or base <= 1:
+        raise ValueError("bad")
+    angle = positions.float()[..., None] * (1.0 / base ** (torch.arange(0, d_model, 2).float() / d_model))
+    pe = torch.zeros(*positions.shape, d_model)
+    pe[..., 0::2] = torch.sin(angle)
+    pe[..., 1::2] = torch.cos(angle[..., : d_model // 2])
+    return pe
 """),
     ],
     "3.2": [
         ("rotation in the wrong direction", """
-def relative_position_matrix(k, d_model):
-    if d_model % 2:
-        raise ValueError("odd")
-    m = torch.zeros(d_model, d_model, dtype=torch.float64)
-    for i in range(d_model // 2):
-        w = 1.0 / 10000.0 ** (2 * i / d_model)
-        c, s = math.cos(w * k), math.sin(w * k)
-        m[2 * i, 2 * i], m[2 * i, 2 * i + 1], m[2 * i + 1, 2 * i], m[2 * i + 1, 2 * i + 1] = c, -s, s, c
-    return m
+def shift_encodings(pe, k):
+    d = pe.shape[-1]
+    if d % 2:
+        raise ValueError("pe")
+    w = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    a = torch.as_tensor(k, dtype=torch.float64)[..., None] * w
+    s, c = pe[..., 0::2].double(), pe[..., 1::2].double()
+    return torch.stack([s * torch.cos(a) - c * torch.sin(a), c * torch.cos(a) + s * torch.sin(a)], -1).flatten(-2)
+"""),
+        ("k added to the angle of pair 0 only (one frequency for all pairs)", """
+def shift_encodings(pe, k):
+    d = pe.shape[-1]
+    if d % 2:
+        raise ValueError("pe")
+    a = torch.as_tensor(k, dtype=torch.float64)[..., None] * torch.ones(d // 2, dtype=torch.float64)
+    s, c = pe[..., 0::2].double(), pe[..., 1::2].double()
+    return torch.stack([s * torch.cos(a) + c * torch.sin(a), c * torch.cos(a) - s * torch.sin(a)], -1).flatten(-2)
+"""),
+        ("pairs taken as the two halves (first half sines, second half cosines)", """
+def shift_encodings(pe, k):
+    d = pe.shape[-1]
+    if d % 2:
+        raise ValueError("pe")
+    w = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    a = torch.as_tensor(k, dtype=torch.float64)[..., None] * w
+    s, c = pe[..., : d // 2].double(), pe[..., d // 2 :].double()
+    return torch.cat([s * torch.cos(a) + c * torch.sin(a), c * torch.cos(a) - s * torch.sin(a)], -1)
+"""),
+        ("offset tensor flattened (one offset per column, not per row)", """
+def shift_encodings(pe, k):
+    d = pe.shape[-1]
+    if d % 2:
+        raise ValueError("pe")
+    w = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    kk = torch.as_tensor(k, dtype=torch.float64).flatten()[0]
+    a = kk * w
+    s, c = pe[..., 0::2].double(), pe[..., 1::2].double()
+    return torch.stack([s * torch.cos(a) + c * torch.sin(a), c * torch.cos(a) - s * torch.sin(a)], -1).flatten(-2)
+"""),
+    ],
+    "3.3": [
+        ("slopes start at 1 (2**(-8 h / n))", """
+def alibi_bias(n_heads, seq_len):
+    if n_heads < 1 or seq_len < 1:
+        raise ValueError("bad")
+    def p2(n):
+        return [2.0 ** (-8.0 * h / n) for h in range(n)]
+    if n_heads & (n_heads - 1) == 0:
+        m = p2(n_heads)
+    else:
+        p = 2 ** math.floor(math.log2(n_heads))
+        m = p2(p) + p2(2 * p)[0::2][: n_heads - p]
+    pos = torch.arange(seq_len)
+    return -torch.tensor(m, dtype=torch.float64)[:, None, None] * (pos[:, None] - pos[None, :]).abs()
+"""),
+        ("geometric slopes for any n_heads (no special rule)", """
+def alibi_bias(n_heads, seq_len):
+    if n_heads < 1 or seq_len < 1:
+        raise ValueError("bad")
+    m = [2.0 ** (-8.0 * (h + 1) / n_heads) for h in range(n_heads)]
+    pos = torch.arange(seq_len)
+    return -torch.tensor(m, dtype=torch.float64)[:, None, None] * (pos[:, None] - pos[None, :]).abs()
+"""),
+        ("odd indices of the 2p-head slopes", """
+def alibi_bias(n_heads, seq_len):
+    if n_heads < 1 or seq_len < 1:
+        raise ValueError("bad")
+    def p2(n):
+        return [2.0 ** (-8.0 * (h + 1) / n) for h in range(n)]
+    if n_heads & (n_heads - 1) == 0:
+        m = p2(n_heads)
+    else:
+        p = 2 ** math.floor(math.log2(n_heads))
+        m = p2(p) + p2(2 * p)[1::2][: n_heads - p]
+    pos = torch.arange(seq_len)
+    return -torch.tensor(m, dtype=torch.float64)[:, None, None] * (pos[:, None] - pos[None, :]).abs()
+"""),
+        ("signed distance i - j (a bonus for future keys)", """
+def alibi_bias(n_heads, seq_len):
+    if n_heads < 1 or seq_len < 1:
+        raise ValueError("bad")
+    def p2(n):
+        return [2.0 ** (-8.0 * (h + 1) / n) for h in range(n)]
+    if n_heads & (n_heads - 1) == 0:
+        m = p2(n_heads)
+    else:
+        p = 2 ** math.floor(math.log2(n_heads))
+        m = p2(p) + p2(2 * p)[0::2][: n_heads - p]
+    pos = torch.arange(seq_len)
+    return -torch.tensor(m, dtype=torch.float64)[:, None, None] * (pos[:, None] - pos[None, :])
+"""),
+        ("positive bias (rewards distance)", """
+def alibi_bias(n_heads, seq_len):
+    if n_heads < 1 or seq_len < 1:
+        raise ValueError("bad")
+    def p2(n):
+        return [2.0 ** (-8.0 * (h + 1) / n) for h in range(n)]
+    if n_heads & (n_heads - 1) == 0:
+        m = p2(n_heads)
+    else:
+        p = 2 ** math.floor(math.log2(n_heads))
+        m = p2(p) + p2(2 * p)[0::2][: n_heads - p]
+    pos = torch.arange(seq_len)
+    return torch.tensor(m, dtype=torch.float64)[:, None, None] * (pos[:, None] - pos[None, :]).abs()
 """),
     ],
     "4.1": [

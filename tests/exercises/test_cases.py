@@ -76,14 +76,87 @@ def test_sinusoid_closed_form_matches_course_lib():
         assert np.allclose(cases._pe_closed_form(max_len, d_model), ref, atol=1e-12)
 
 
-def test_relative_position_matrix_shifts_the_table():
+def test_shift_encodings_reference_is_the_shifted_table():
+    """3.2's expected rows (the table at pos + k) equal the chapter's rotation M_k applied to the rows at pos."""
     pe = cases._pe_closed_form(30, 8)
     for k in (1, 5, -3):
-        m = cases._rel_closed_form(k, 8)
-        if k > 0:
-            assert np.allclose(pe[k:], pe[:-k] @ m.T, atol=1e-12)
-        else:
-            assert np.allclose(pe[:k], pe[-k:] @ m.T, atol=1e-12)
+        m = np.zeros((8, 8))
+        for i in range(4):
+            w = 1.0 / 10000.0 ** (2 * i / 8)
+            c, s = math.cos(w * k), math.sin(w * k)
+            m[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = [[c, s], [-s, c]]
+        pos = np.arange(3, 20)
+        assert np.allclose(cases._e_peshift(torch.from_numpy(pos), 8, k)["shifted"], pe[pos] @ m.T, atol=1e-12)
+    rows = cases._sinusoid_rows(torch.arange(40).reshape(4, 10), 6).numpy()  # 3.2's input builder
+    assert np.allclose(rows, cases._pe_at(np.arange(40).reshape(4, 10), 6), atol=1e-12)
+
+
+def test_flop_formulas_match_pytorchs_flop_counter():
+    """1.1/1.2's FLOP formulas are what FlopCounterMode counts on real layers (LSTM: its gates as linear layers)."""
+    from torch import nn
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from course_lib.attention import MultiHeadAttention
+
+    def counted(fn):
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            fn()
+        return counter.get_total_flops()
+
+    torch.manual_seed(0)
+    B, n, d = 2, 7, 6
+    x = torch.randn(B, n, d)
+    lstm_ih, lstm_hh = nn.Linear(d, 4 * d), nn.Linear(d, 4 * d)
+
+    def lstm_steps():  # nn.LSTM runs one fused kernel on the CPU that the counter does not see
+        h = c = torch.zeros(B, d)
+        for t in range(n):
+            i, f, g, o = (lstm_ih(x[:, t]) + lstm_hh(h)).chunk(4, -1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+
+    layers = {
+        "attention": lambda: torch.softmax(x @ x.transpose(1, 2), -1) @ x,
+        "multi_head_attention": lambda: MultiHeadAttention(d, n_heads=2)(x),
+        "rnn": lambda: nn.RNN(d, d, batch_first=True)(x),
+        "gru": lambda: nn.GRU(d, d, batch_first=True)(x),
+        "lstm": lstm_steps,
+        "conv": lambda: nn.Conv1d(d, d, 5, padding=2)(x.transpose(1, 2)),
+    }
+    for kind, fn in layers.items():
+        assert counted(fn) == cases._FLOP_FORMULAS[kind](n, d, B, 5), kind
+
+
+def test_crossover_and_path_references_on_known_values():
+    assert cases._crossover_by_enumeration(512, "rnn", False) == 513  # the chapter: cheaper exactly while n < d
+    assert cases._crossover_by_enumeration(16, "rnn", True) == 1      # the chapter: the whole layer at n=12, d=16 costs more
+    assert cases._path_by_enumeration("recurrent", 64, None, None) == 63   # the chapter's gradient cell: distance 63
+    assert cases._path_by_enumeration("dilated_convolutional", 1000, 10, None) == 3
+    assert cases._path_by_enumeration("dilated_convolutional", 1001, 10, None) == 4
+    assert cases._path_by_enumeration("convolutional", 11, 3, None) == 5
+
+
+def test_alibi_slopes_are_the_papers():
+    """Press et al. (2022), section 3: 8 heads 1/2 ... 1/256; 16 heads 1/2**0.5 ... 1/256; the code's non-power-of-2 rule."""
+    assert cases._alibi_slopes_reference(8) == [2.0 ** -h for h in range(1, 9)]
+    assert np.allclose(cases._alibi_slopes_reference(16), [2.0 ** (-h / 2) for h in range(1, 17)])
+    assert cases._alibi_slopes_reference(6) == [1 / 4, 1 / 16, 1 / 64, 1 / 256, 1 / 2, 1 / 8]
+    assert cases._alibi_slopes_reference(1) == [2.0 ** -8]
+
+
+def test_scale_ratios_match_a_measurement():
+    """2.3's predicted ratios and cosines agree with random rows and the real table (Monte Carlo, 2 %)."""
+    from course_lib.positional import sinusoidal_encoding
+
+    gen = torch.Generator().manual_seed(0)
+    d, std = 256, 0.05
+    expected = cases._e_scale([(d, std)])["ratios"][0]
+    pe = sinusoidal_encoding(4000, d, dtype=torch.float64)
+    w = torch.randn(4000, d, generator=gen, dtype=torch.float64) * std
+    for row, table in enumerate((w, w * math.sqrt(d))):
+        ratio = float(table.pow(2).sum(-1).mean().sqrt() / pe.norm(dim=-1).mean())
+        cos = float(F.cosine_similarity(table[:2000] + pe[:2000], table[2000:] + pe[:2000], dim=-1).mean())
+        assert ratio == pytest.approx(expected[row, 0], rel=0.02) and cos == pytest.approx(expected[row, 1], rel=0.02, abs=0.01)
 
 
 def test_noam_peak_is_about_6_99e_4():
