@@ -84,14 +84,18 @@ EXERCISES: dict[str, str] = {
     "6.1": "position_wise_ffn",
     "6.2": "gelu",
     "7.1": "layer_norm",
-    "7.2": "pre_ln_sublayer",
-    "7.3": "post_ln_sublayer",
+    "7.2": "pre_ln_stack",
+    "7.3": "post_ln_stack",
+    "7.4": "rms_norm",
+    "7.5": "gradient_norms_by_depth",
     "8.1": "padding_mask",
     "8.2": "causal_mask",
     "8.3": "decoder_self_attention_mask",
+    "8.4": "prefix_lm_mask",
     "9.1": "label_smoothed_loss",
     "9.2": "noam_lr",
-    "9.3": "shift_right",
+    "9.3": "teacher_forcing_pair",
+    "9.4": "noam_lr_with_peak",
     "10.1": "greedy_decode",
     "10.2": "beam_search",
     "10.3": "top_k_top_p_filtering",
@@ -1302,9 +1306,11 @@ for _id, _which in {"6.2-grid": "grid", "6.2-random-3d": "random", "6.2-extremes
 # ===========================================================================
 # Chapter 7 - Add & Norm
 # ===========================================================================
-def _ln_inputs(seed, shape, shift, eps):
-    d = shape[-1]
-    return _randn(seed, *shape, shift=shift), _randn(seed + 1, d, scale=0.5, shift=1.0), _randn(seed + 2, d, scale=0.5), eps
+def _ln_inputs(seed, shape, n_dims, shift, eps):
+    """x of ``shape``; gamma and beta of the last ``n_dims`` dimensions of it."""
+    norm_shape = shape[len(shape) - n_dims:]
+    return (_randn(seed, *shape, shift=shift), _randn(seed + 1, *norm_shape, scale=0.5, shift=1.0),
+            _randn(seed + 2, *norm_shape, scale=0.5), eps)
 
 
 def _p_ln(ns: ModuleType, args) -> Arrays:
@@ -1314,20 +1320,46 @@ def _p_ln(ns: ModuleType, args) -> Arrays:
 
 def _e_ln(args) -> Arrays:
     x, gamma, beta, eps = _ln_inputs(*args)
-    return {"out": _f64(F.layer_norm(x.double(), (x.size(-1),), gamma.double(), beta.double(), eps))}
+    return {"out": _f64(F.layer_norm(x.double(), tuple(gamma.shape), gamma.double(), beta.double(), eps))}
 
 
-_LN_HINT = ("Normalise over the last dim only: (x - mean) / sqrt(var + eps) * gamma + beta, with the BIASED variance "
-            "(divide by d_model: unbiased=False / correction=0) and eps inside the square root.")
-for _id, _args, _hint in (
-    ("7.1-batch-2x5-d-8", (701, (2, 5, 8), 0.0, 1e-5), _LN_HINT),
-    ("7.1-d-16", (702, (1, 3, 16), 0.0, 1e-5), _LN_HINT),
-    ("7.1-eps-0.1", (703, (2, 4, 6), 0.0, 0.1), _LN_HINT + " Use the eps argument you are given (0.1 here)."),
-    ("7.1-large-mean", (704, (4, 2, 6), 100.0, 1e-5),
+_LN_HINT = ("Normalise over the trailing dimensions that gamma has (gamma.shape == x.shape[-gamma.dim():]), as "
+            "nn.LayerNorm(normalized_shape) does: ONE mean and ONE variance over all those entries together, "
+            "(x - mean) / sqrt(var + eps) * gamma + beta, the BIASED variance (divide by the number of entries), eps inside "
+            "the square root.")
+_LN_MULTI = (" Here gamma has more than one dimension: average over dims = tuple(range(-gamma.dim(), 0)), not over the "
+             "last one only.")
+for _id, _args, _points, _hint in (
+    ("7.1-batch-2x5-d-8", (701, (2, 5, 8), 1, 0.0, 1e-5), 1, _LN_HINT),
+    ("7.1-eps-0.1", (703, (2, 4, 6), 1, 0.0, 0.1), 1, _LN_HINT + " Use the eps argument you are given (0.1 here)."),
+    ("7.1-large-mean", (704, (4, 2, 6), 1, 100.0, 1e-5), 1,
      _LN_HINT + " Here every row has mean about 100: compute the variance from the centred values, mean((x - mean)**2), "
                 "not as mean(x**2) - mean**2, which loses all precision in float32."),
+    ("7.1-gamma-2d-heads-4x6", (705, (2, 3, 4, 6), 2, 0.0, 1e-5), 2, _LN_HINT + _LN_MULTI),
+    ("7.1-gamma-3d-large-mean-eps-0.05", (706, (5, 2, 3, 4), 3, 100.0, 0.05), 2,
+     _LN_HINT + _LN_MULTI + " Centre before squaring (the mean is about 100), and use eps = 0.05."),
+    ("7.1-gamma-2d-large-mean-eps-0.01", (707, (3, 5, 4), 2, 50.0, 0.01), 2,
+     _LN_HINT + _LN_MULTI + " Centre before squaring (the mean is about 50), and use eps = 0.01."),
 ):
-    _add(_id, "7.1", 1, partial(_p_ln, args=_args), partial(_e_ln, _args), _hint, atol=1e-5, rtol=1e-4)
+    # float32 rounding of a mean of about 100 costs about 1e-5 in each normalised value: a looser atol there
+    _add(_id, "7.1", _points, partial(_p_ln, args=_args), partial(_e_ln, _args), _hint,
+         atol=1e-4 if "large-mean" in _id else 1e-5, rtol=1e-4)
+
+
+def _p_ln_rejects(ns: ModuleType) -> Arrays:
+    x = torch.ones(2, 3, 6) + torch.arange(6.0)
+    return {
+        "raised_for_gamma_of_5_features": _raises_value_error(lambda: ns.layer_norm(x, torch.ones(5), torch.zeros(5))),
+        "raised_for_gamma_3x5": _raises_value_error(lambda: ns.layer_norm(x, torch.ones(3, 5), torch.zeros(3, 5))),
+        "raised_for_beta_shape": _raises_value_error(lambda: ns.layer_norm(x, torch.ones(6), torch.zeros(3, 6))),
+    }
+
+
+_add("7.1-rejects-shapes", "7.1", 1, _p_ln_rejects,
+     lambda: {"raised_for_gamma_of_5_features": np.array(True), "raised_for_gamma_3x5": np.array(True),
+              "raised_for_beta_shape": np.array(True)},
+     "Raise ValueError naming gamma when gamma.shape is not the trailing shape of x (x.shape[-gamma.dim():]), and naming "
+     "beta when beta.shape != gamma.shape - broadcasting would hide some of these mistakes.")
 
 
 def _sublayer_fn(seed: int, d_model: int, zero: bool) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -1343,159 +1375,392 @@ def _sublayer_fn(seed: int, d_model: int, zero: bool) -> Callable[[torch.Tensor]
     return sublayer
 
 
-def _res_inputs(seed, batch, seq_len, d_model, zero):
+def _stack_inputs(seed, batch, seq_len, d_model, n_layers, zero):
+    """x, the sublayers, one (gamma, beta) per sublayer and a final (gamma, beta)."""
     x = _randn(seed, batch, seq_len, d_model, scale=2.0, shift=0.5)
-    gamma, beta = _randn(seed + 1, d_model, scale=0.3, shift=1.0), _randn(seed + 2, d_model, scale=0.3)
-    return x, _sublayer_fn(seed + 3, d_model, zero), gamma, beta
+    fns = [_sublayer_fn(seed + 10 * (l + 1), d_model, zero) for l in range(n_layers)]
+    norms = [(_randn(seed + 10 * (l + 1) + 2, d_model, scale=0.3, shift=1.0), _randn(seed + 10 * (l + 1) + 3, d_model, scale=0.3))
+             for l in range(n_layers)]
+    final = (_randn(seed + 4, d_model, scale=0.3, shift=1.0), _randn(seed + 5, d_model, scale=0.3))
+    return x, fns, norms, final
 
 
-def _p_res(ns: ModuleType, args, norm_first: bool) -> Arrays:
-    x, fn, gamma, beta = _res_inputs(*args)
-    name = "pre_ln_sublayer" if norm_first else "post_ln_sublayer"
-    return {"out": to_array(getattr(ns, name)(x, fn, gamma, beta), f"{name}(x, sublayer, gamma, beta)", kind="f")}
+def _p_stack(ns: ModuleType, args, norm_first: bool) -> Arrays:
+    x, fns, norms, final = _stack_inputs(*args)
+    if norm_first:
+        out = ns.pre_ln_stack(x, fns, norms, final)
+        return {"out": to_array(out, "pre_ln_stack(x, sublayers, norms, final_norm)", kind="f")}
+    return {"out": to_array(ns.post_ln_stack(x, fns, norms), "post_ln_stack(x, sublayers, norms)", kind="f")}
 
 
-def _e_res(args, norm_first: bool) -> Arrays:
-    """course_lib's ResidualSublayer (dropout 0, LayerNorm weights copied), in float64."""
+def _e_stack(args, norm_first: bool) -> Arrays:
+    """course_lib's ResidualSublayer (dropout 0, LayerNorm weights copied) once per sublayer, in float64."""
     from course_lib.layers import ResidualSublayer
 
-    x, fn, gamma, beta = _res_inputs(*args)
-    block = ResidualSublayer(x.size(-1), dropout=0.0, norm_first=norm_first).double().eval()
+    x, fns, norms, final = _stack_inputs(*args)
+    h = x.double()
     with torch.no_grad():
-        block.norm.weight.copy_(gamma.double())
-        block.norm.bias.copy_(beta.double())
-        return {"out": _f64(block(x.double(), fn))}
+        for fn, (gamma, beta) in zip(fns, norms):
+            block = ResidualSublayer(x.size(-1), dropout=0.0, norm_first=norm_first).double().eval()
+            block.norm.weight.copy_(gamma.double())
+            block.norm.bias.copy_(beta.double())
+            h = block(h, fn)
+        if norm_first:
+            h = F.layer_norm(h, (x.size(-1),), final[0].double(), final[1].double(), 1e-5)
+    return {"out": _f64(h)}
 
 
-_PRE_HINT = "Pre-LN: out = x + sublayer(LayerNorm(x)) - the residual path carries x itself, never normalised."
-_POST_HINT = "Post-LN (the paper, section 3.1): out = LayerNorm(x + sublayer(x)) - add first, normalise the sum."
-for _ex, _nf, _hint, _seed in (("7.2", True, _PRE_HINT, 710), ("7.3", False, _POST_HINT, 720)):
-    for _suffix, _args in {
-        "batch-2x4-d-8": (_seed + 1, 2, 4, 8, False),
-        "d-16": (_seed + 5, 1, 3, 16, False),
-        "zero-sublayer": (_seed + 9, 2, 2, 6, True),
-    }.items():
-        _add(f"{_ex}-{_suffix}", _ex, 1, partial(_p_res, args=_args, norm_first=_nf), partial(_e_res, _args, _nf), _hint,
-             atol=1e-5, rtol=1e-4)
+_PRE_HINT = ("Pre-LN: for each sublayer l, x = x + sublayer_l(LayerNorm_l(x)) with that sublayer's own (gamma, beta) - the "
+             "residual path carries x itself, never normalised; after the last sublayer, ONE final LayerNorm with final_norm.")
+_POST_HINT = ("Post-LN (the paper, section 3.1): for each sublayer l, x = LayerNorm_l(x + sublayer_l(x)) with that sublayer's "
+              "own (gamma, beta) - add first, normalise the sum; no final LayerNorm.")
+for _ex, _nf, _hint, _seed in (("7.2", True, _PRE_HINT, 710), ("7.3", False, _POST_HINT, 750)):
+    for _suffix, _args, _points in (
+        ("one-sublayer", (_seed + 1, 2, 4, 8, 1, False), 1),
+        ("three-sublayers-d-16", (_seed + 2, 1, 3, 16, 3, False), 2),
+        ("four-sublayers", (_seed + 3, 2, 2, 8, 4, False), 2),
+        ("zero-sublayers-two", (_seed + 4, 2, 2, 6, 2, True), 1),
+    ):
+        _add(f"{_ex}-{_suffix}", _ex, _points, partial(_p_stack, args=_args, norm_first=_nf), partial(_e_stack, _args, _nf),
+             _hint, atol=1e-5, rtol=1e-4)
 
+
+def _p_stack_rejects(ns: ModuleType, norm_first: bool) -> Arrays:
+    x = torch.ones(1, 2, 4) + torch.arange(4.0)
+    fns = [lambda y: y, lambda y: y]
+    one = [(torch.ones(4), torch.zeros(4))]
+    final = (torch.ones(4), torch.zeros(4))
+    if norm_first:
+        return {"raised_for_2_sublayers_1_norm": _raises_value_error(lambda: ns.pre_ln_stack(x, fns, one, final))}
+    return {"raised_for_2_sublayers_1_norm": _raises_value_error(lambda: ns.post_ln_stack(x, fns, one))}
+
+
+for _ex, _nf in (("7.2", True), ("7.3", False)):
+    _add(f"{_ex}-rejects-norms-length", _ex, 1, partial(_p_stack_rejects, norm_first=_nf),
+         lambda: {"raised_for_2_sublayers_1_norm": np.array(True)},
+         "Raise ValueError naming norms when len(norms) != len(sublayers): zip() would silently drop a sublayer.")
+
+
+def _rms_inputs(seed, shape, shift, scale, eps):
+    return _randn(seed, *shape, scale=scale, shift=shift), _randn(seed + 1, shape[-1], scale=0.5, shift=1.0), eps
+
+
+def _p_rms(ns: ModuleType, args) -> Arrays:
+    x, gain, eps = _rms_inputs(*args)
+    return {"out": to_array(ns.rms_norm(x, gain, eps), "rms_norm(x, gain, eps)", kind="f")}
+
+
+def _e_rms(args) -> Arrays:
+    x, gain, eps = _rms_inputs(*args)
+    x64, g64 = x.double(), gain.double()
+    if hasattr(F, "rms_norm"):  # PyTorch >= 2.4
+        return {"out": _f64(F.rms_norm(x64, (x.size(-1),), g64, eps))}
+    return {"out": _f64(x64 / torch.sqrt((x64 * x64).mean(-1, keepdim=True) + eps) * g64)}  # pragma: no cover
+
+
+_RMS_HINT = ("RMSNorm (Zhang & Sennrich 2019): out = x / sqrt(mean(x**2 over the last dim) + eps) * gain - no mean "
+             "subtracted, no bias, eps inside the square root, the mean of the squares (divide by d_model, not d_model - 1).")
+for _id, _args, _points, _hint in (
+    ("7.4-batch-2x5-d-8", (741, (2, 5, 8), 0.0, 1.0, 1e-6), 1, _RMS_HINT),
+    ("7.4-shifted-rows-eps-0.1", (742, (3, 4, 6), 3.0, 1.0, 0.1), 2,
+     _RMS_HINT + " These rows have mean about 3: RMSNorm does NOT centre them (that is what makes it cheaper than LayerNorm); "
+                 "use eps = 0.1."),
+    ("7.4-eps-0.5-small-inputs", (743, (2, 3, 5), 0.0, 0.1, 0.5), 2,
+     _RMS_HINT + " With small inputs and eps = 0.5 the eps term dominates: use the eps you are given, inside the root."),
+    ("7.4-d-1", (744, (4, 3, 1), 0.0, 2.0, 1e-6), 1, _RMS_HINT + " With d_model = 1 the RMS is |x|: out = sign(x) * gain."),
+):
+    _add(_id, "7.4", _points, partial(_p_rms, args=_args), partial(_e_rms, _args), _hint, atol=1e-5, rtol=1e-4)
+
+
+def _p_rms_rejects(ns: ModuleType) -> Arrays:
+    x = torch.ones(2, 3, 6) + torch.arange(6.0)
+    return {"raised_for_gain_of_5": _raises_value_error(lambda: ns.rms_norm(x, torch.ones(5), 1e-6)),
+            "raised_for_gain_3x6": _raises_value_error(lambda: ns.rms_norm(x, torch.ones(3, 6), 1e-6))}
+
+
+_add("7.4-rejects-gain-shape", "7.4", 1, _p_rms_rejects,
+     lambda: {"raised_for_gain_of_5": np.array(True), "raised_for_gain_3x6": np.array(True)},
+     "Raise ValueError naming gain when gain.shape != (x.shape[-1],).")
+
+
+def _depth_inputs(seed, batch, seq_len, d_model, n_layers):
+    x = _randn(seed, batch, seq_len, d_model, scale=1.5, shift=0.3)
+    fns = [_sublayer_fn(seed + 10 * (l + 1), d_model, False) for l in range(n_layers)]
+    return x, fns, _randn(seed + 5, batch, seq_len, d_model)
+
+
+def _p_depth(ns: ModuleType, args, norm_first: bool) -> Arrays:
+    x, fns, w = _depth_inputs(*args)
+    out = ns.gradient_norms_by_depth(x, fns, w, norm_first)
+    return {"norms": to_array(out, f"gradient_norms_by_depth(x, sublayers, w, norm_first={norm_first})", kind="f")}
+
+
+def _e_depth(args, norm_first: bool) -> Arrays:
+    """course_lib's ResidualSublayer blocks (unit LayerNorms, dropout 0) in float64, gradients by autograd."""
+    from course_lib.layers import ResidualSublayer
+
+    x, fns, w = _depth_inputs(*args)
+    d_model = x.size(-1)
+    streams = [x.double().requires_grad_(True)]
+    for fn in fns:
+        block = ResidualSublayer(d_model, dropout=0.0, norm_first=norm_first).double().eval()
+        streams.append(block(streams[-1], fn))
+    out = F.layer_norm(streams[-1], (d_model,)) if norm_first else streams[-1]
+    grads = torch.autograd.grad((w.double() * out).sum(), streams)
+    return {"norms": np.array([float(g.norm()) for g in grads])}
+
+
+_DEPTH_HINT = ("Keep every stream tensor x_0 (= x, with requires_grad) ... x_N (after each block), build "
+               "L = (w * output).sum() with output = LayerNorm(x_N) for Pre-LN (the final LayerNorm) and x_N for Post-LN, "
+               "then torch.autograd.grad(L, [x_0, ..., x_N]) and the Frobenius norm of each gradient, in the order "
+               "x_0 (the input) first. Blocks: Post-LN x = LN(x + f(x)), Pre-LN x = x + f(LN(x)), LayerNorms with gain 1, "
+               "bias 0, eps 1e-5.")
+for _nf, _name in ((False, "post-ln"), (True, "pre-ln")):
+    for _suffix, _args, _points in (("3-sublayers", (761, 2, 3, 8, 3), 1), ("8-sublayers", (762, 2, 4, 8, 8), 2)):
+        _add(f"7.5-{_name}-{_suffix}", "7.5", _points, partial(_p_depth, args=_args, norm_first=_nf),
+             partial(_e_depth, _args, _nf), _DEPTH_HINT, rtol=5e-4, atol=1e-5)
+
+
+def _p_depth_rejects(ns: ModuleType) -> Arrays:
+    x = torch.ones(2, 3, 4) + torch.arange(4.0)
+    return {"raised_for_w_of_other_shape": _raises_value_error(
+        lambda: ns.gradient_norms_by_depth(x, [torch.tanh], torch.ones(1, 3, 4), True))}
+
+
+_add("7.5-rejects-w-shape", "7.5", 1, _p_depth_rejects, lambda: {"raised_for_w_of_other_shape": np.array(True)},
+     "Raise ValueError naming w when w.shape != x.shape: broadcasting w would silently change the loss.")
 
 # ===========================================================================
 # Chapter 8 - masks
 # ===========================================================================
-_PAD_TOKENS = {
-    "8.1-pad-0": ([[5, 6, 7, 0, 0], [3, 4, 0, 0, 0], [9, 8, 7, 6, 5]], 0),
-    "8.1-pad-id-3": ([[1, 3, 3], [3, 3, 3], [2, 1, 4]], 3),
-    "8.1-no-padding": ([[4, 5, 6, 7]], 0),
+def _pad_reference(lengths: np.ndarray, seq_len: int) -> np.ndarray:
+    """Enumeration: entry [b, 0, 0, j] is True iff j < lengths[b]."""
+    out = np.zeros((len(lengths), 1, 1, seq_len), dtype=bool)
+    for b, n in enumerate(lengths):
+        for j in range(seq_len):
+            out[b, 0, 0, j] = j < n
+    return out
+
+
+_PAD_LENGTHS = {
+    "8.1-lengths-3-5-2": ([3, 5, 2], 5),
+    "8.1-longer-than-every-sentence": ([1, 4], 7),
+    "8.1-empty-and-full": ([0, 3, 6, 1], 6),
 }
 
 
-def _p_padding(ns: ModuleType, key) -> Arrays:
-    tokens, pad_id = _PAD_TOKENS[key]
-    return {"mask": to_array(ns.padding_mask(torch.tensor(tokens), pad_id), "padding_mask(tokens, pad_id)", kind="b")}
+def _p_padding(ns: ModuleType, lengths, seq_len) -> Arrays:
+    mask = ns.padding_mask(torch.as_tensor(lengths), seq_len)
+    return {"mask": to_array(mask, "padding_mask(lengths, seq_len)", kind="b")}
 
 
-def _e_padding(key) -> Arrays:
-    tokens, pad_id = _PAD_TOKENS[key]
-    t = np.array(tokens)
-    return {"mask": (t != pad_id)[:, None, None, :]}
-
-
-_PAD_HINT = "mask = (tokens != pad_id) reshaped to (batch, 1, 1, seq_len), dtype torch.bool, True = may attend (a real token)."
-for _id in _PAD_TOKENS:
-    _add(_id, "8.1", 1, partial(_p_padding, key=_id), partial(_e_padding, _id), _PAD_HINT)
+_PAD_HINT = ("Entry [b, 0, 0, j] is True (may attend: a real token) iff j < lengths[b] - compare torch.arange(seq_len) with "
+             "lengths[:, None] - and the result has shape (batch, 1, 1, seq_len), dtype torch.bool.")
+for _id, (_lengths, _seq_len) in _PAD_LENGTHS.items():
+    _add(_id, "8.1", 1, partial(_p_padding, lengths=_lengths, seq_len=_seq_len),
+         partial(lambda n, s: {"mask": _pad_reference(np.array(n), s)}, _lengths, _seq_len), _PAD_HINT)
 
 
 def _p_padding_rejects(ns: ModuleType) -> Arrays:
-    return {"raised_for_1d_tokens": _raises_value_error(lambda: ns.padding_mask(torch.tensor([1, 2, 0]), 0))}
+    return {
+        "raised_for_2d_lengths": _raises_value_error(lambda: ns.padding_mask(torch.tensor([[3, 2]]), 4)),
+        "raised_for_length_above_seq_len": _raises_value_error(lambda: ns.padding_mask(torch.tensor([3, 5]), 4)),
+        "raised_for_negative_length": _raises_value_error(lambda: ns.padding_mask(torch.tensor([3, -1]), 4)),
+    }
 
 
-_add("8.1-rejects-1d-tokens", "8.1", 1, _p_padding_rejects, lambda: {"raised_for_1d_tokens": np.array(True)},
-     "Raise ValueError naming `tokens` when it is not 2-D (batch, seq_len).")
+_add("8.1-rejects-bad-lengths", "8.1", 1, _p_padding_rejects,
+     lambda: {"raised_for_2d_lengths": np.array(True), "raised_for_length_above_seq_len": np.array(True),
+              "raised_for_negative_length": np.array(True)},
+     "Raise ValueError naming lengths when it is not 1-D (batch,) or when a length is < 0 or > seq_len.")
 
 
 # Inputs drawn per grading run (the grader salts the seed; see Draws).
-def _drawn_tokens(seed: int, vocab: int, batch: int, seq_len: int) -> tuple[torch.Tensor, int]:
-    return _randint(seed, 0, vocab, batch, seq_len), int(_randint(seed + 1, 0, vocab))
+def _drawn_lengths() -> tuple[torch.Tensor, int]:
+    return _randint(811, 0, 10, 6), 9
 
 
 def _p_padding_drawn(ns: ModuleType) -> Arrays:
-    tokens, pad_id = _drawn_tokens(811, 5, 3, 9)
-    return {"mask": to_array(ns.padding_mask(tokens, pad_id), "padding_mask(tokens, pad_id)", kind="b")}
+    lengths, seq_len = _drawn_lengths()
+    return {"mask": to_array(ns.padding_mask(lengths, seq_len), "padding_mask(lengths, seq_len)", kind="b")}
 
 
-def _e_padding_drawn() -> Arrays:
-    tokens, pad_id = _drawn_tokens(811, 5, 3, 9)
-    return {"mask": (tokens.numpy() != pad_id)[:, None, None, :]}
+_add("8.1-drawn-lengths", "8.1", 2, _p_padding_drawn, lambda: {"mask": _pad_reference(_drawn_lengths()[0].numpy(), 9)}, _PAD_HINT)
 
 
-_add("8.1-drawn-tokens", "8.1", 1, _p_padding_drawn, _e_padding_drawn, _PAD_HINT)
+def _causal_reference(q_len: int, k_len: int) -> np.ndarray:
+    """Enumeration: the queries are the LAST q_len of k_len positions; query i is position k_len - q_len + i."""
+    out = np.zeros((1, 1, q_len, k_len), dtype=bool)
+    for i in range(q_len):
+        for j in range(k_len):
+            out[0, 0, i, j] = j <= k_len - q_len + i
+    return out
 
 
-def _p_causal(ns: ModuleType, size) -> Arrays:
-    return {"mask": to_array(ns.causal_mask(size), f"causal_mask({size})", kind="b")}
+def _p_causal(ns: ModuleType, q_len, k_len) -> Arrays:
+    mask = ns.causal_mask(q_len) if k_len is None else ns.causal_mask(q_len, k_len)
+    return {"mask": to_array(mask, f"causal_mask({q_len}" + ("" if k_len is None else f", {k_len}") + ")", kind="b")}
 
 
-_CAUSAL_HINT = "Entry [0, 0, i, j] is True iff j <= i (lower triangle, diagonal included): torch.ones(size, size, dtype=torch.bool).tril()[None, None]."
-for _size in (1, 4, 7):
-    _add(f"8.2-size-{_size}", "8.2", 1, partial(_p_causal, size=_size),
-         partial(lambda s: {"mask": np.tril(np.ones((s, s), dtype=bool))[None, None]}, _size), _CAUSAL_HINT)
+_CAUSAL_HINT = ("The queries are the LAST q_len positions of the k_len keys: query i sits at position k_len - q_len + i, so "
+                "entry [0, 0, i, j] is True iff j <= i + (k_len - q_len) (with k_len = None: k_len = q_len, the lower "
+                "triangle). torch.tril has a `diagonal` argument. Shape (1, 1, q_len, k_len), dtype torch.bool.")
+for _q, _k, _points in ((1, None, 1), (4, None, 1), (1, 5, 2), (3, 7, 3), (2, 2, 1)):
+    _add(f"8.2-q-{_q}-k-{'none' if _k is None else _k}", "8.2", _points, partial(_p_causal, q_len=_q, k_len=_k),
+         partial(lambda q, k: {"mask": _causal_reference(q, q if k is None else k)}, _q, _k), _CAUSAL_HINT)
 
 
 def _p_causal_rejects(ns: ModuleType) -> Arrays:
-    return {"raised_for_size_0": _raises_value_error(lambda: ns.causal_mask(0))}
+    return {"raised_for_q_len_0": _raises_value_error(lambda: ns.causal_mask(0)),
+            "raised_for_k_len_below_q_len": _raises_value_error(lambda: ns.causal_mask(4, 3))}
 
 
-_add("8.2-rejects-size-0", "8.2", 1, _p_causal_rejects, lambda: {"raised_for_size_0": np.array(True)},
-     "Raise ValueError naming `size` when it is smaller than 1.")
+_add("8.2-rejects-bad-sizes", "8.2", 1, _p_causal_rejects,
+     lambda: {"raised_for_q_len_0": np.array(True), "raised_for_k_len_below_q_len": np.array(True)},
+     "Raise ValueError naming q_len when it is smaller than 1, and naming k_len when k_len < q_len.")
 
 
 # Inputs drawn per grading run (the grader salts the seed; see Draws).
-def _drawn_size() -> int:
-    return int(_randint(821, 2, 20))
+def _drawn_q_k() -> tuple[int, int]:
+    q_len = int(_randint(821, 2, 12))
+    return q_len, q_len + int(_randint(822, 1, 10))
 
 
-_add("8.2-drawn-size", "8.2", 1, lambda ns: _p_causal(ns, _drawn_size()),
-     lambda: {"mask": np.tril(np.ones((_drawn_size(),) * 2, dtype=bool))[None, None]}, _CAUSAL_HINT)
+_add("8.2-drawn-q-k", "8.2", 2, lambda ns: _p_causal(ns, *_drawn_q_k()),
+     lambda: {"mask": _causal_reference(*_drawn_q_k())}, _CAUSAL_HINT)
+_add("8.2-drawn-square", "8.2", 1, lambda ns: _p_causal(ns, _drawn_q_k()[1], None),
+     lambda: {"mask": _causal_reference(_drawn_q_k()[1], _drawn_q_k()[1])}, _CAUSAL_HINT)
+
+
+def _dec_reference(tgt: np.ndarray, pad_id: int, q_len: int | None) -> np.ndarray:
+    """Enumeration: [b, 0, i, j] = (tgt[b, j] != pad_id) and j <= L - q_len + i."""
+    batch, length = tgt.shape
+    q = length if q_len is None else q_len
+    out = np.zeros((batch, 1, q, length), dtype=bool)
+    for b in range(batch):
+        for i in range(q):
+            for j in range(length):
+                out[b, 0, i, j] = bool(tgt[b, j] != pad_id) and j <= length - q + i
+    return out
+
 
 _DEC_TOKENS = {
-    "8.3-pad-0": ([[1, 5, 6, 2, 0, 0], [1, 7, 2, 0, 0, 0]], 0),
-    "8.3-pad-id-9-no-padding": ([[1, 4, 4, 2]], 9),
-    "8.3-batch-3-pad-id-5": ([[1, 6, 7, 8, 2, 5, 5], [1, 2, 5, 5, 5, 5, 5], [1, 9, 9, 9, 9, 9, 2]], 5),
+    "8.3-pad-0": ([[1, 5, 6, 2, 0, 0], [1, 7, 2, 0, 0, 0]], 0, None, 1),
+    "8.3-batch-3-pad-id-5": ([[1, 6, 7, 8, 2, 5, 5], [1, 2, 5, 5, 5, 5, 5], [1, 9, 9, 9, 9, 9, 2]], 5, None, 1),
+    "8.3-last-query-only": ([[1, 5, 6, 2, 0, 0], [1, 7, 8, 9, 4, 3]], 0, 1, 2),
+    "8.3-last-3-queries-pad-id-9": ([[1, 4, 4, 2, 9, 9, 9], [9, 9, 1, 6, 6, 6, 2]], 9, 3, 2),
 }
 
 
-def _p_dec_mask(ns: ModuleType, key) -> Arrays:
-    tgt, pad_id = _DEC_TOKENS[key]
-    return {"mask": to_array(ns.decoder_self_attention_mask(torch.tensor(tgt), pad_id), "decoder_self_attention_mask(tgt, pad_id)", kind="b")}
+def _p_dec_mask(ns: ModuleType, tgt, pad_id, q_len) -> Arrays:
+    t = torch.as_tensor(tgt)
+    mask = ns.decoder_self_attention_mask(t, pad_id) if q_len is None else ns.decoder_self_attention_mask(t, pad_id, q_len)
+    return {"mask": to_array(mask, "decoder_self_attention_mask(tgt, pad_id, q_len)", kind="b")}
 
 
-def _e_dec_mask(key) -> Arrays:
-    tgt, pad_id = _DEC_TOKENS[key]
-    t = np.array(tgt)
-    n = t.shape[1]
-    causal = np.tril(np.ones((n, n), dtype=bool))
-    return {"mask": (t != pad_id)[:, None, None, :] & causal[None, None]}
+_DEC_HINT = ("Combine both rules with a logical AND: key j is a real token (tgt[b, j] != pad_id, over ALL tgt_len keys) and "
+             "j <= i + (tgt_len - q_len) - the queries are the last q_len positions, as causal_mask(q_len, tgt_len) says. "
+             "Shape (batch, 1, q_len, tgt_len).")
+for _id, (_tgt, _pad, _q, _points) in _DEC_TOKENS.items():
+    _add(_id, "8.3", _points, partial(_p_dec_mask, tgt=_tgt, pad_id=_pad, q_len=_q),
+         partial(lambda t, p, q: {"mask": _dec_reference(np.array(t), p, q)}, _tgt, _pad, _q), _DEC_HINT)
 
 
-for _id in _DEC_TOKENS:
-    _add(_id, "8.3", 2, partial(_p_dec_mask, key=_id), partial(_e_dec_mask, _id),
-         "Combine both rules with a logical AND: padding_mask(tgt, pad_id) & causal_mask(tgt_len) -> shape (batch, 1, tgt_len, tgt_len).")
+def _p_dec_mask_rejects(ns: ModuleType) -> Arrays:
+    tgt = torch.tensor([[1, 4, 2, 0]])
+    return {"raised_for_1d_tgt": _raises_value_error(lambda: ns.decoder_self_attention_mask(torch.tensor([1, 4, 2]), 0)),
+            "raised_for_q_len_above_tgt_len": _raises_value_error(lambda: ns.decoder_self_attention_mask(tgt, 0, 5))}
+
+
+_add("8.3-rejects-bad-shapes", "8.3", 1, _p_dec_mask_rejects,
+     lambda: {"raised_for_1d_tgt": np.array(True), "raised_for_q_len_above_tgt_len": np.array(True)},
+     "Raise ValueError naming tgt when it is not 2-D, and naming q_len when it is < 1 or > tgt_len.")
 
 
 # Inputs drawn per grading run (the grader salts the seed; see Draws).
+def _drawn_dec() -> tuple[torch.Tensor, int, int]:
+    return _randint(831, 0, 4, 3, 8), int(_randint(832, 0, 4)), int(_randint(833, 1, 8))
+
+
 def _p_dec_mask_drawn(ns: ModuleType) -> Arrays:
-    tgt, pad_id = _drawn_tokens(831, 4, 2, 8)
-    return {"mask": to_array(ns.decoder_self_attention_mask(tgt, pad_id), "decoder_self_attention_mask(tgt, pad_id)", kind="b")}
+    tgt, pad_id, q_len = _drawn_dec()
+    return {"mask": to_array(ns.decoder_self_attention_mask(tgt, pad_id, q_len), "decoder_self_attention_mask(tgt, pad_id, q_len)",
+                             kind="b")}
 
 
 def _e_dec_mask_drawn() -> Arrays:
-    tgt, pad_id = _drawn_tokens(831, 4, 2, 8)
-    n = tgt.shape[1]
-    return {"mask": (tgt.numpy() != pad_id)[:, None, None, :] & np.tril(np.ones((n, n), dtype=bool))[None, None]}
+    tgt, pad_id, q_len = _drawn_dec()
+    return {"mask": _dec_reference(tgt.numpy(), pad_id, q_len)}
 
 
-_add("8.3-drawn-tokens", "8.3", 2, _p_dec_mask_drawn, _e_dec_mask_drawn,
-     "Combine both rules with a logical AND: padding_mask(tgt, pad_id) & causal_mask(tgt_len) -> shape (batch, 1, tgt_len, tgt_len).")
+_add("8.3-drawn-tokens", "8.3", 2, _p_dec_mask_drawn, _e_dec_mask_drawn, _DEC_HINT)
+
+
+def _prefix_reference(tokens: np.ndarray, prefix_lengths: np.ndarray, pad_id: int) -> np.ndarray:
+    """Enumeration: [b, 0, i, j] = (tokens[b, j] != pad_id) and (j < prefix_lengths[b] or j <= i)."""
+    batch, length = tokens.shape
+    out = np.zeros((batch, 1, length, length), dtype=bool)
+    for b in range(batch):
+        for i in range(length):
+            for j in range(length):
+                out[b, 0, i, j] = bool(tokens[b, j] != pad_id) and (j < prefix_lengths[b] or j <= i)
+    return out
+
+
+_PREFIX = {
+    "8.4-hand-two-sentences": ([[4, 5, 6, 7, 8, 0], [4, 9, 3, 0, 0, 0]], [3, 1], 0, 2),
+    "8.4-prefix-0-is-causal": ([[3, 4, 5, 2, 2]], [0], 2, 1),
+    "8.4-whole-sentence-prefix": ([[3, 4, 5, 1, 1], [6, 7, 8, 9, 6]], [3, 5], 1, 1),
+    "8.4-prefix-covers-padding": ([[5, 6, 0, 0], [5, 6, 7, 8]], [4, 2], 0, 1),
+}
+
+
+def _p_prefix(ns: ModuleType, tokens, prefix_lengths, pad_id) -> Arrays:
+    mask = ns.prefix_lm_mask(torch.as_tensor(tokens), torch.as_tensor(prefix_lengths), pad_id)
+    return {"mask": to_array(mask, "prefix_lm_mask(tokens, prefix_lengths, pad_id)", kind="b")}
+
+
+_PREFIX_HINT = ("Entry [b, 0, i, j] is True iff key j is a real token (tokens[b, j] != pad_id) AND (j < prefix_lengths[b] OR "
+                "j <= i): every query sees the whole prefix of its own sentence (bidirectional), and the positions after "
+                "it causally. Each sentence has its own prefix length: compare torch.arange(L) with prefix_lengths[:, None]. "
+                "Shape (batch, 1, L, L), dtype torch.bool.")
+for _id, (_tokens, _prefix, _pad, _points) in _PREFIX.items():
+    _add(_id, "8.4", _points, partial(_p_prefix, tokens=_tokens, prefix_lengths=_prefix, pad_id=_pad),
+         partial(lambda t, p, pad: {"mask": _prefix_reference(np.array(t), np.array(p), pad)}, _tokens, _prefix, _pad),
+         _PREFIX_HINT)
+
+
+def _p_prefix_rejects(ns: ModuleType) -> Arrays:
+    tokens = torch.tensor([[4, 5, 6, 0], [4, 5, 0, 0]])
+    return {
+        "raised_for_prefix_of_wrong_batch": _raises_value_error(lambda: ns.prefix_lm_mask(tokens, torch.tensor([2]), 0)),
+        "raised_for_prefix_above_seq_len": _raises_value_error(lambda: ns.prefix_lm_mask(tokens, torch.tensor([2, 5]), 0)),
+        "raised_for_negative_prefix": _raises_value_error(lambda: ns.prefix_lm_mask(tokens, torch.tensor([-1, 2]), 0)),
+    }
+
+
+_add("8.4-rejects-bad-prefix-lengths", "8.4", 1, _p_prefix_rejects,
+     lambda: {"raised_for_prefix_of_wrong_batch": np.array(True), "raised_for_prefix_above_seq_len": np.array(True),
+              "raised_for_negative_prefix": np.array(True)},
+     "Raise ValueError naming prefix_lengths unless it has shape (batch,) with every value in [0, seq_len].")
+
+
+# Inputs drawn per grading run (the grader salts the seed; see Draws).
+def _drawn_prefix() -> tuple[torch.Tensor, torch.Tensor, int]:
+    return _randint(841, 0, 4, 4, 7), _randint(842, 0, 8, 4), int(_randint(843, 0, 4))
+
+
+def _p_prefix_drawn(ns: ModuleType) -> Arrays:
+    tokens, prefix, pad_id = _drawn_prefix()
+    return {"mask": to_array(ns.prefix_lm_mask(tokens, prefix, pad_id), "prefix_lm_mask(tokens, prefix_lengths, pad_id)", kind="b")}
+
+
+def _e_prefix_drawn() -> Arrays:
+    tokens, prefix, pad_id = _drawn_prefix()
+    return {"mask": _prefix_reference(tokens.numpy(), prefix.numpy(), pad_id)}
+
+
+_add("8.4-drawn-tokens", "8.4", 2, _p_prefix_drawn, _e_prefix_drawn, _PREFIX_HINT)
 
 
 # ===========================================================================
@@ -1513,27 +1778,33 @@ def _ls_inputs(seed, batch, tgt_len, vocab, pad_id, n_pad):
 
 def _p_ls(ns: ModuleType, args, eps) -> Arrays:
     logits, target = _ls_inputs(*args)
-    loss = ns.label_smoothed_loss(logits, target, eps, args[4])
-    return {"loss": to_array(loss, "label_smoothed_loss(logits, target, label_smoothing, pad_id)", kind="f")}
+    what = "label_smoothed_loss(logits, target, label_smoothing, pad_id)"
+    loss, grad = _pair(ns.label_smoothed_loss(logits, target, eps, args[4]), what, ("loss", "grad_logits"))
+    return {"loss": to_array(loss, what + "[0]", kind="f"), "grad_logits": to_array(grad, what + "[1]", kind="f")}
 
 
 def _e_ls(args, eps) -> Arrays:
+    """PyTorch's built-in loss in float64, and its gradient by autograd."""
     logits, target = _ls_inputs(*args)
     v = logits.size(-1)
-    loss = F.cross_entropy(logits.double().reshape(-1, v), target.reshape(-1), ignore_index=args[4], label_smoothing=eps)
-    return {"loss": _f64(loss)}
+    leaf = logits.double().requires_grad_(True)
+    loss = F.cross_entropy(leaf.reshape(-1, v), target.reshape(-1), ignore_index=args[4], label_smoothing=eps)
+    (grad,) = torch.autograd.grad(loss, leaf)
+    return {"loss": _f64(loss), "grad_logits": _f64(grad)}
 
 
-_LS_HINT = ("Target distribution: (1 - eps) on the true class plus eps / vocab_size on EVERY class (the true one included), as "
-            "F.cross_entropy(..., label_smoothing=eps) does; loss = -sum(target_dist * log_softmax(logits)); average over the "
-            "non-padding positions only (target != pad_id). Return a 0-dim tensor.")
-for _id, _args, _eps in (
-    ("9.1-eps-0.1-with-padding", (901, 3, 6, 11, 0, 2), 0.1),
-    ("9.1-eps-0-is-cross-entropy", (902, 2, 5, 7, 0, 1), 0.0),
-    ("9.1-eps-0.3-pad-id-2", (903, 2, 4, 50, 2, 2), 0.3),
-    ("9.1-no-padding", (904, 1, 8, 5, 0, 0), 0.1),
+_LS_HINT = ("Target distribution q: (1 - eps) on the true class plus eps / vocab_size on EVERY class (the true one included), "
+            "as F.cross_entropy(..., label_smoothing=eps) does; loss = mean over the n non-padding positions of "
+            "-sum_c q_c log p_c. Its gradient with respect to the logits is (softmax(logits) - q) / n at every non-padding "
+            "position and exactly 0 at the padding positions (they are not in the mean).")
+for _id, _args, _eps, _points in (
+    ("9.1-eps-0.1-with-padding", (901, 3, 6, 11, 0, 2), 0.1, 2),
+    ("9.1-eps-0-is-cross-entropy", (902, 2, 5, 7, 0, 1), 0.0, 1),
+    ("9.1-eps-0.3-pad-id-2", (903, 2, 4, 50, 2, 2), 0.3, 2),
+    ("9.1-no-padding", (904, 1, 8, 5, 0, 0), 0.1, 1),
+    ("9.1-eps-1-uniform-target", (906, 2, 3, 6, 0, 1), 1.0, 1),
 ):
-    _add(_id, "9.1", 2, partial(_p_ls, args=_args, eps=_eps), partial(_e_ls, _args, _eps), _LS_HINT, atol=1e-5)
+    _add(_id, "9.1", _points, partial(_p_ls, args=_args, eps=_eps), partial(_e_ls, _args, _eps), _LS_HINT, atol=1e-5)
 
 
 def _p_ls_rejects(ns: ModuleType) -> Arrays:
@@ -1548,119 +1819,207 @@ _add("9.1-rejects-bad-label-smoothing", "9.1", 1, _p_ls_rejects,
      lambda: {"raised_for_eps_1.5": np.array(True), "raised_for_eps_-0.1": np.array(True)},
      "Raise ValueError naming label_smoothing when it is outside [0, 1].")
 
+
+def _noam_closed_form(steps, d_model: int, warmup: int) -> np.ndarray:
+    return np.array([d_model**-0.5 * min(s**-0.5, s * warmup**-1.5) for s in np.asarray(steps, dtype=np.int64).ravel()]).reshape(
+        np.shape(steps))
+
+
 _NOAM_STEPS = {
     "9.2-paper-base-512-4000": ((1, 10, 100, 1000, 3999, 4000, 4001, 10000, 100000), 512, 4000),
     "9.2-d-128-warmup-400": ((1, 50, 399, 400, 401, 2000), 128, 400),
     "9.2-warmup-1": ((1, 2, 9, 1000), 64, 1),
+    "9.2-2d-steps": (((1, 2, 3), (600, 1200, 4800)), 256, 1200),
 }
+
+
+def _e_noam(key) -> Arrays:
+    return {"lr": _noam_closed_form(*_NOAM_STEPS[key])}
+
+
+def _noam_value(ns: ModuleType, step, d_model, warmup) -> np.ndarray:
+    return to_array(ns.noam_lr(step, d_model, warmup), f"noam_lr(step, {d_model}, {warmup})", kind="f")
 
 
 def _p_noam(ns: ModuleType, key) -> Arrays:
     steps, d_model, warmup = _NOAM_STEPS[key]
-    values = [to_array(ns.noam_lr(s, d_model, warmup), f"noam_lr({s}, {d_model}, {warmup})", kind="f") for s in steps]
+    return {"lr": _noam_value(ns, torch.tensor(steps), d_model, warmup)}
+
+
+_NOAM_HINT = ("lr = d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5) (paper equation 3), ELEMENT-WISE for a tensor "
+              "of steps: Python's min() cannot compare tensors - use torch.minimum, and compute in floating point "
+              "(step.double()) so that step**-0.5 is not an integer power. The result has the shape of step; the peak is at "
+              "step == warmup_steps (about 6.99e-4 for d_model 512, warm-up 4000).")
+for _id in _NOAM_STEPS:
+    _add(_id, "9.2", 1, partial(_p_noam, key=_id), partial(_e_noam, _id),
+         _NOAM_HINT, rtol=1e-6, atol=0.0)
+
+
+def _p_noam_int(ns: ModuleType) -> Arrays:
+    values = [_noam_value(ns, s, 512, 4000) for s in (1, 4000, 16000)]
     if any(v.shape != () for v in values):
-        raise TypeError(f"noam_lr must return one number (a float); got shape {values[0].shape}")
+        raise TypeError(f"noam_lr(step, ...) with an int step must return one number (a float); got shape {values[0].shape}")
     return {"lr": np.array([float(v) for v in values])}
 
 
-def _e_noam(key) -> Arrays:
-    steps, d_model, warmup = _NOAM_STEPS[key]
-    return {"lr": np.array([d_model**-0.5 * min(s**-0.5, s * warmup**-1.5) for s in steps])}
-
-
-_NOAM_HINT = ("lr = d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5) (paper equation 3): linear warm-up, then decay "
-              "as 1/sqrt(step); the two branches meet at step == warmup_steps (about 6.99e-4 for d_model 512, warm-up 4000).")
-for _id in _NOAM_STEPS:
-    _add(_id, "9.2", 1, partial(_p_noam, key=_id), partial(_e_noam, _id), _NOAM_HINT, rtol=1e-6, atol=0.0)
+_add("9.2-int-steps", "9.2", 1, _p_noam_int, lambda: {"lr": _noam_closed_form((1, 4000, 16000), 512, 4000)},
+     _NOAM_HINT + " An int step gives a plain float.", rtol=1e-6, atol=0.0)
 
 
 def _p_noam_rejects(ns: ModuleType) -> Arrays:
     return {
         "raised_for_step_0": _raises_value_error(lambda: ns.noam_lr(0, 512, 4000)),
+        "raised_for_a_0_in_the_steps": _raises_value_error(lambda: ns.noam_lr(torch.tensor([3, 0, 5]), 512, 4000)),
         "raised_for_warmup_0": _raises_value_error(lambda: ns.noam_lr(10, 512, 0)),
     }
 
 
-_add("9.2-rejects-step-0", "9.2", 1, _p_noam_rejects, lambda: {"raised_for_step_0": np.array(True), "raised_for_warmup_0": np.array(True)},
-     "Steps count from 1 (step**-0.5 is undefined at 0): raise ValueError naming step (or warmup_steps) when it is < 1.")
+_add("9.2-rejects-step-0", "9.2", 1, _p_noam_rejects,
+     lambda: {"raised_for_step_0": np.array(True), "raised_for_a_0_in_the_steps": np.array(True),
+              "raised_for_warmup_0": np.array(True)},
+     "Steps count from 1 (step**-0.5 is undefined at 0): raise ValueError naming step when any step is < 1 (also inside a "
+     "tensor: (step < 1).any()), and naming warmup_steps when it is < 1.")
 
 
 # Inputs drawn per grading run (the grader salts the seed; see Draws).
-def _drawn_noam() -> tuple[list[int], int, int]:
-    steps = [int(v) for v in _randint(921, 1, 30000, 6)]
-    return steps, int(_randint(922, 16, 1025)), int(_randint(923, 1, 8000))
+def _drawn_noam() -> tuple[torch.Tensor, int, int]:
+    return _randint(921, 1, 30000, 2, 4), int(_randint(922, 16, 1025)), int(_randint(923, 1, 8000))
 
 
 def _p_noam_drawn(ns: ModuleType) -> Arrays:
     steps, d_model, warmup = _drawn_noam()
-    values = [to_array(ns.noam_lr(s, d_model, warmup), f"noam_lr({s}, {d_model}, {warmup})", kind="f") for s in steps]
-    if any(v.shape != () for v in values):
-        raise TypeError(f"noam_lr must return one number (a float); got shape {values[0].shape}")
-    return {"lr": np.array([float(v) for v in values])}
+    return {"lr": _noam_value(ns, steps, d_model, warmup)}
 
 
 def _e_noam_drawn() -> Arrays:
     steps, d_model, warmup = _drawn_noam()
-    return {"lr": np.array([d_model**-0.5 * min(s**-0.5, s * warmup**-1.5) for s in steps])}
+    return {"lr": _noam_closed_form(steps.numpy(), d_model, warmup)}
 
 
-_add("9.2-drawn-steps", "9.2", 1, _p_noam_drawn, _e_noam_drawn, _NOAM_HINT, rtol=1e-6, atol=0.0)
+_add("9.2-drawn-steps", "9.2", 2, _p_noam_drawn, _e_noam_drawn, _NOAM_HINT, rtol=1e-6, atol=0.0)
 
-_SHIFT = {
-    "9.3-batch-2": ([[5, 6, 7, 2, 0], [8, 9, 2, 0, 0]], 1),
-    "9.3-length-1": ([[4]], 1),
-    "9.3-bos-3": ([[4, 5, 6, 7, 8, 2], [9, 10, 2, 0, 0, 0], [11, 2, 0, 0, 0, 0]], 3),
+
+def _pair_reference(tgt: np.ndarray, bos_id: int, eos_id: int, pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """By hand, row by row: tgt_out = y_1..y_n <eos> <pad>...; tgt_in = <bos> y_1..y_n <pad>..., both of length L + 1."""
+    batch, length = tgt.shape
+    tgt_in = np.full((batch, length + 1), pad_id, dtype=np.int64)
+    tgt_out = np.full((batch, length + 1), pad_id, dtype=np.int64)
+    for b in range(batch):
+        words = [int(t) for t in tgt[b] if t != pad_id]
+        tgt_in[b, : len(words) + 1] = [bos_id] + words
+        tgt_out[b, : len(words) + 1] = words + [eos_id]
+    return tgt_in, tgt_out
+
+
+_PAIRS = {
+    "9.3-batch-2": ([[5, 6, 7, 0], [8, 9, 0, 0]], 1, 2, 0),
+    "9.3-no-padding": ([[4, 5, 6]], 1, 2, 0),
+    "9.3-empty-row-pad-id-3": ([[4, 5, 6, 7, 8], [9, 10, 3, 3, 3], [3, 3, 3, 3, 3]], 0, 1, 3),
 }
 
 
-def _p_shift(ns: ModuleType, key) -> Arrays:
-    tgt_list, bos_id = _SHIFT[key]
-    tgt = torch.tensor(tgt_list)
-    out = to_array(ns.shift_right(tgt, bos_id), "shift_right(tgt, bos_id)", kind="i")
-    return {"decoder_input": out, "tgt_unchanged": np.array(tgt.tolist() == tgt_list)}
+def _p_pair(ns: ModuleType, tgt, bos_id, eos_id, pad_id) -> Arrays:
+    t = torch.as_tensor(tgt)
+    before = t.clone()
+    what = "teacher_forcing_pair(tgt, bos_id, eos_id, pad_id)"
+    tgt_in, tgt_out = _pair(ns.teacher_forcing_pair(t, bos_id, eos_id, pad_id), what, ("tgt_in", "tgt_out"))
+    return {"tgt_in": to_array(tgt_in, what + "[0]", kind="i"), "tgt_out": to_array(tgt_out, what + "[1]", kind="i"),
+            "tgt_unchanged": np.array(bool(torch.equal(t, before)))}
 
 
-def _e_shift(key) -> Arrays:
-    tgt_list, bos_id = _SHIFT[key]
-    t = np.array(tgt_list, dtype=np.int64)
-    return {"decoder_input": np.concatenate([np.full((t.shape[0], 1), bos_id), t[:, :-1]], axis=1), "tgt_unchanged": np.array(True)}
+def _e_pair(tgt, bos_id, eos_id, pad_id) -> Arrays:
+    tgt_in, tgt_out = _pair_reference(np.array(tgt, dtype=np.int64), bos_id, eos_id, pad_id)
+    return {"tgt_in": tgt_in, "tgt_out": tgt_out, "tgt_unchanged": np.array(True)}
 
 
-for _id in _SHIFT:
-    _add(_id, "9.3", 1, partial(_p_shift, key=_id), partial(_e_shift, _id),
-         "decoder_input = [bos_id, y_1, ..., y_{n-1}]: prepend bos_id to every row and drop the last column, so the length stays "
-         "tgt_len; build a new tensor (torch.cat) instead of modifying tgt in place.")
+_PAIR_HINT = ("Row by row, with n = the number of real (non-padding) tokens: tgt_out = [y_1, ..., y_n, eos_id, pad...] and "
+              "tgt_in = [bos_id, y_1, ..., y_n, pad...], both of length tgt_len + 1 and with the SAME padding positions - "
+              "so <eos> goes at position n of its own row (not at the end of the padded row), and tgt_in is NOT simply "
+              "tgt_out shifted right (that would copy <eos> into tgt_in). Build new tensors; do not modify tgt.")
+for _id, _spec in _PAIRS.items():
+    _add(_id, "9.3", 2 if "batch" in _id else 1, partial(_p_pair, **dict(zip(("tgt", "bos_id", "eos_id", "pad_id"), _spec))),
+         partial(_e_pair, *_spec), _PAIR_HINT)
 
 
-def _p_shift_rejects(ns: ModuleType) -> Arrays:
-    return {"raised_for_1d_tgt": _raises_value_error(lambda: ns.shift_right(torch.tensor([4, 5, 2]), 1))}
+def _p_pair_rejects(ns: ModuleType) -> Arrays:
+    return {"raised_for_1d_tgt": _raises_value_error(lambda: ns.teacher_forcing_pair(torch.tensor([4, 5, 0]), 1, 2, 0))}
 
 
-_add("9.3-rejects-1d-tgt", "9.3", 1, _p_shift_rejects, lambda: {"raised_for_1d_tgt": np.array(True)},
+_add("9.3-rejects-1d-tgt", "9.3", 1, _p_pair_rejects, lambda: {"raised_for_1d_tgt": np.array(True)},
      "Raise ValueError naming tgt when it is not 2-D (batch, tgt_len).")
 
 
 # Inputs drawn per grading run (the grader salts the seed; see Draws).
-def _drawn_shift() -> tuple[torch.Tensor, int]:
-    return _randint(931, 3, 20, 3, 7), int(_randint(932, 0, 3))
+def _drawn_pair() -> tuple[torch.Tensor, int, int, int]:
+    words = _randint(931, 4, 20, 4, 7)
+    lengths = _randint(932, 0, 8, 4)
+    pad_id = 3
+    return torch.where(torch.arange(7)[None, :] < lengths[:, None], words, pad_id), 1, 2, pad_id
 
 
-def _p_shift_drawn(ns: ModuleType) -> Arrays:
-    tgt, bos_id = _drawn_shift()
-    before = tgt.clone()
-    out = to_array(ns.shift_right(tgt, bos_id), "shift_right(tgt, bos_id)", kind="i")
-    return {"decoder_input": out, "tgt_unchanged": np.array(bool(torch.equal(tgt, before)))}
+def _p_pair_drawn(ns: ModuleType) -> Arrays:
+    tgt, bos_id, eos_id, pad_id = _drawn_pair()
+    return _p_pair(ns, tgt, bos_id, eos_id, pad_id)
 
 
-def _e_shift_drawn() -> Arrays:
-    tgt, bos_id = _drawn_shift()
-    t = tgt.numpy()
-    return {"decoder_input": np.concatenate([np.full((t.shape[0], 1), bos_id), t[:, :-1]], axis=1), "tgt_unchanged": np.array(True)}
+def _e_pair_drawn() -> Arrays:
+    tgt, bos_id, eos_id, pad_id = _drawn_pair()
+    return _e_pair(tgt.numpy(), bos_id, eos_id, pad_id)
 
 
-_add("9.3-drawn-tokens", "9.3", 1, _p_shift_drawn, _e_shift_drawn,
-     "decoder_input = [bos_id, y_1, ..., y_{n-1}]: prepend bos_id to every row and drop the last column, so the length stays "
-     "tgt_len; build a new tensor (torch.cat) instead of modifying tgt in place.")
+_add("9.3-drawn-tokens", "9.3", 2, _p_pair_drawn, _e_pair_drawn, _PAIR_HINT)
+
+
+def _peak_closed_form(steps, warmup: int, peak_lr: float) -> np.ndarray:
+    """The paper's shape scaled so that its maximum, at step == warmup, is peak_lr."""
+    return np.array([peak_lr * min(s / warmup, math.sqrt(warmup / s)) for s in steps])
+
+
+_PEAK = {
+    "9.4-warmup-4000-peak-1e-3": ((1, 1000, 3999, 4000, 4001, 16000, 100000), 4000, 1e-3),
+    "9.4-warmup-1-peak-0.5": ((1, 2, 4, 100), 1, 0.5),
+    "9.4-warmup-60-peak-2e-3": ((1, 30, 59, 60, 61, 240, 300), 60, 2e-3),
+}
+
+
+def _peak_values(ns: ModuleType, steps, warmup, peak_lr) -> np.ndarray:
+    values = [to_array(ns.noam_lr_with_peak(int(s), warmup, peak_lr), f"noam_lr_with_peak({int(s)}, {warmup}, {peak_lr})", kind="f")
+              for s in steps]
+    if any(v.shape != () for v in values):
+        raise TypeError(f"noam_lr_with_peak must return one number (a float); got shape {values[0].shape}")
+    return np.array([float(v) for v in values])
+
+
+_PEAK_HINT = ("Keep the paper's shape, min(step**-0.5, step * warmup_steps**-1.5), and rescale it: its value at the peak "
+              "(step == warmup_steps) is warmup_steps**-0.5, so lr = peak_lr * warmup_steps**0.5 * min(...), i.e. "
+              "peak_lr * min(step / warmup_steps, sqrt(warmup_steps / step)). No d_model: the peak replaces it.")
+for _id, (_steps, _warmup, _peak) in _PEAK.items():
+    _add(_id, "9.4", 1, partial(lambda ns, s, w, p: {"lr": _peak_values(ns, s, w, p)}, s=_steps, w=_warmup, p=_peak),
+         partial(lambda s, w, p: {"lr": _peak_closed_form(s, w, p)}, _steps, _warmup, _peak), _PEAK_HINT, rtol=1e-6, atol=0.0)
+
+
+def _p_peak_rejects(ns: ModuleType) -> Arrays:
+    return {
+        "raised_for_step_0": _raises_value_error(lambda: ns.noam_lr_with_peak(0, 100, 1e-3)),
+        "raised_for_warmup_0": _raises_value_error(lambda: ns.noam_lr_with_peak(5, 0, 1e-3)),
+        "raised_for_peak_0": _raises_value_error(lambda: ns.noam_lr_with_peak(5, 100, 0.0)),
+    }
+
+
+_add("9.4-rejects-bad-arguments", "9.4", 1, _p_peak_rejects,
+     lambda: {"raised_for_step_0": np.array(True), "raised_for_warmup_0": np.array(True), "raised_for_peak_0": np.array(True)},
+     "Raise ValueError naming the argument when step < 1, warmup_steps < 1 or peak_lr <= 0.")
+
+
+# Inputs drawn per grading run (the grader salts the seed; see Draws).
+def _drawn_peak() -> tuple[list[int], int, float]:
+    warmup = int(_randint(941, 2, 5000))
+    steps = [int(v) for v in _randint(942, 1, 20000, 5)] + [warmup, warmup + 1]
+    return steps, warmup, float(_randint(943, 1, 100)) * 1e-4
+
+
+_add("9.4-drawn-steps", "9.4", 2, lambda ns: {"lr": _peak_values(ns, *_drawn_peak())},
+     lambda: {"lr": _peak_closed_form(*_drawn_peak())}, _PEAK_HINT, rtol=1e-6, atol=0.0)
 
 
 # ===========================================================================

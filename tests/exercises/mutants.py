@@ -658,86 +658,405 @@ def multi_head_attention(query, key, value, w_q, w_k, w_v, w_o, n_heads, mask=No
         ("sigmoid approximation x * sigmoid(1.702 x)", "def gelu(x):\n    return x * torch.sigmoid(1.702 * x)"),
     ],
     "7.1": [
+        ("last dimension only (the chapter's listing)", """
+def layer_norm(x, gamma, beta, eps=1e-5):
+    mu = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, unbiased=False)
+    return gamma * (x - mu) / torch.sqrt(var + eps) + beta
+"""),
+        ("each trailing dimension normalised in turn", """
+def layer_norm(x, gamma, beta, eps=1e-5):
+    if tuple(x.shape[x.dim() - gamma.dim():]) != tuple(gamma.shape) or beta.shape != gamma.shape:
+        raise ValueError("gamma")
+    y = x
+    for d in range(-gamma.dim(), 0):
+        y = (y - y.mean(d, keepdim=True)) / torch.sqrt(y.var(d, unbiased=False, keepdim=True) + eps)
+    return y * gamma + beta
+"""),
         ("unbiased variance", """
 def layer_norm(x, gamma, beta, eps=1e-5):
-    return (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=True, keepdim=True) + eps) * gamma + beta
+    if tuple(x.shape[x.dim() - gamma.dim():]) != tuple(gamma.shape) or beta.shape != gamma.shape:
+        raise ValueError("gamma")
+    dims = tuple(range(-gamma.dim(), 0))
+    return (x - x.mean(dims, keepdim=True)) / torch.sqrt(x.var(dims, unbiased=True, keepdim=True) + eps) * gamma + beta
 """),
         ("eps outside the square root", """
 def layer_norm(x, gamma, beta, eps=1e-5):
-    return (x - x.mean(-1, keepdim=True)) / (torch.sqrt(x.var(-1, unbiased=False, keepdim=True)) + eps) * gamma + beta
+    if tuple(x.shape[x.dim() - gamma.dim():]) != tuple(gamma.shape) or beta.shape != gamma.shape:
+        raise ValueError("gamma")
+    dims = tuple(range(-gamma.dim(), 0))
+    return (x - x.mean(dims, keepdim=True)) / (torch.sqrt(x.var(dims, unbiased=False, keepdim=True)) + eps) * gamma + beta
 """),
         ("variance as E[x^2] - mean^2 in float32", """
 def layer_norm(x, gamma, beta, eps=1e-5):
-    mean = x.mean(-1, keepdim=True)
-    var = (x * x).mean(-1, keepdim=True) - mean * mean
+    if tuple(x.shape[x.dim() - gamma.dim():]) != tuple(gamma.shape) or beta.shape != gamma.shape:
+        raise ValueError("gamma")
+    dims = tuple(range(-gamma.dim(), 0))
+    mean = x.mean(dims, keepdim=True)
+    var = (x * x).mean(dims, keepdim=True) - mean * mean
     return (x - mean) / torch.sqrt(var + eps) * gamma + beta
 """),
         ("eps argument ignored", """
 def layer_norm(x, gamma, beta, eps=1e-5):
-    return F.layer_norm(x, x.shape[-1:], gamma, beta, 1e-5)
+    if tuple(x.shape[x.dim() - gamma.dim():]) != tuple(gamma.shape) or beta.shape != gamma.shape:
+        raise ValueError("gamma")
+    return F.layer_norm(x, tuple(gamma.shape), gamma, beta, 1e-5)
+"""),
+        ("no shape check", """
+def layer_norm(x, gamma, beta, eps=1e-5):
+    return F.layer_norm(x, tuple(gamma.shape), gamma, beta.expand_as(gamma), eps)
 """),
     ],
     "7.2": [
+        ("final LayerNorm forgotten", """
+def pre_ln_stack(x, sublayers, norms, final_norm, eps=1e-5):
+    if len(norms) != len(sublayers):
+        raise ValueError("norms")
+    for f, (g, b) in zip(sublayers, norms):
+        x = x + f(F.layer_norm(x, x.shape[-1:], g, b, eps))
+    return x
+"""),
         ("Post-LN instead of Pre-LN", """
-def pre_ln_sublayer(x, sublayer, gamma, beta, eps=1e-5):
-    return F.layer_norm(x + sublayer(x), x.shape[-1:], gamma, beta, eps)
+def pre_ln_stack(x, sublayers, norms, final_norm, eps=1e-5):
+    if len(norms) != len(sublayers):
+        raise ValueError("norms")
+    for f, (g, b) in zip(sublayers, norms):
+        x = F.layer_norm(x + f(x), x.shape[-1:], g, b, eps)
+    return F.layer_norm(x, x.shape[-1:], final_norm[0], final_norm[1], eps)
 """),
         ("residual adds the normalised x", """
-def pre_ln_sublayer(x, sublayer, gamma, beta, eps=1e-5):
-    y = F.layer_norm(x, x.shape[-1:], gamma, beta, eps)
-    return y + sublayer(y)
+def pre_ln_stack(x, sublayers, norms, final_norm, eps=1e-5):
+    if len(norms) != len(sublayers):
+        raise ValueError("norms")
+    for f, (g, b) in zip(sublayers, norms):
+        y = F.layer_norm(x, x.shape[-1:], g, b, eps)
+        x = y + f(y)
+    return F.layer_norm(x, x.shape[-1:], final_norm[0], final_norm[1], eps)
+"""),
+        ("the first LayerNorm for every sublayer", """
+def pre_ln_stack(x, sublayers, norms, final_norm, eps=1e-5):
+    if len(norms) != len(sublayers):
+        raise ValueError("norms")
+    for f in sublayers:
+        x = x + f(F.layer_norm(x, x.shape[-1:], norms[0][0], norms[0][1], eps))
+    return F.layer_norm(x, x.shape[-1:], final_norm[0], final_norm[1], eps)
+"""),
+        ("zip drops the extra sublayer (no length check)", """
+def pre_ln_stack(x, sublayers, norms, final_norm, eps=1e-5):
+    for f, (g, b) in zip(sublayers, norms):
+        x = x + f(F.layer_norm(x, x.shape[-1:], g, b, eps))
+    return F.layer_norm(x, x.shape[-1:], final_norm[0], final_norm[1], eps)
 """),
     ],
     "7.3": [
         ("Pre-LN instead of Post-LN", """
-def post_ln_sublayer(x, sublayer, gamma, beta, eps=1e-5):
-    return x + sublayer(F.layer_norm(x, x.shape[-1:], gamma, beta, eps))
+def post_ln_stack(x, sublayers, norms, eps=1e-5):
+    if len(norms) != len(sublayers):
+        raise ValueError("norms")
+    for f, (g, b) in zip(sublayers, norms):
+        x = x + f(F.layer_norm(x, x.shape[-1:], g, b, eps))
+    return x
+"""),
+        ("only the last sublayer's output normalised", """
+def post_ln_stack(x, sublayers, norms, eps=1e-5):
+    if len(norms) != len(sublayers):
+        raise ValueError("norms")
+    for f in sublayers:
+        x = x + f(x)
+    return F.layer_norm(x, x.shape[-1:], norms[-1][0], norms[-1][1], eps)
+"""),
+        ("norms applied in reverse order", """
+def post_ln_stack(x, sublayers, norms, eps=1e-5):
+    if len(norms) != len(sublayers):
+        raise ValueError("norms")
+    for f, (g, b) in zip(sublayers, norms[::-1]):
+        x = F.layer_norm(x + f(x), x.shape[-1:], g, b, eps)
+    return x
+"""),
+        ("zip drops the extra sublayer (no length check)", """
+def post_ln_stack(x, sublayers, norms, eps=1e-5):
+    for f, (g, b) in zip(sublayers, norms):
+        x = F.layer_norm(x + f(x), x.shape[-1:], g, b, eps)
+    return x
+"""),
+    ],
+    "7.4": [
+        ("centred like LayerNorm", """
+def rms_norm(x, gain, eps=1e-6):
+    if tuple(gain.shape) != (x.shape[-1],):
+        raise ValueError("gain")
+    c = x - x.mean(-1, keepdim=True)
+    return c / torch.sqrt((c * c).mean(-1, keepdim=True) + eps) * gain
+"""),
+        ("eps outside the square root", """
+def rms_norm(x, gain, eps=1e-6):
+    if tuple(gain.shape) != (x.shape[-1],):
+        raise ValueError("gain")
+    return x / (torch.sqrt((x * x).mean(-1, keepdim=True)) + eps) * gain
+"""),
+        ("root of the sum instead of the mean", """
+def rms_norm(x, gain, eps=1e-6):
+    if tuple(gain.shape) != (x.shape[-1],):
+        raise ValueError("gain")
+    return x / torch.sqrt((x * x).sum(-1, keepdim=True) + eps) * gain
+"""),
+        ("eps argument ignored", """
+def rms_norm(x, gain, eps=1e-6):
+    if tuple(gain.shape) != (x.shape[-1],):
+        raise ValueError("gain")
+    return x / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-6) * gain
+"""),
+        ("no shape check", """
+def rms_norm(x, gain, eps=1e-6):
+    return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * gain
+"""),
+    ],
+    "7.5": [
+        ("Pre-LN without the final LayerNorm", """
+def gradient_norms_by_depth(x, sublayers, w, norm_first, eps=1e-5):
+    if w.shape != x.shape:
+        raise ValueError("w")
+    d = x.shape[-1]
+    xs = [x.detach().clone().requires_grad_(True)]
+    for f in sublayers:
+        h = xs[-1]
+        xs.append(h + f(F.layer_norm(h, (d,), eps=eps)) if norm_first else F.layer_norm(h + f(h), (d,), eps=eps))
+    return torch.stack([g.norm() for g in torch.autograd.grad((w * xs[-1]).sum(), xs)])
+"""),
+        ("placements swapped (norm_first=True taken as Post-LN)", """
+def gradient_norms_by_depth(x, sublayers, w, norm_first, eps=1e-5):
+    if w.shape != x.shape:
+        raise ValueError("w")
+    d = x.shape[-1]
+    norm_first = not norm_first
+    xs = [x.detach().clone().requires_grad_(True)]
+    for f in sublayers:
+        h = xs[-1]
+        xs.append(h + f(F.layer_norm(h, (d,), eps=eps)) if norm_first else F.layer_norm(h + f(h), (d,), eps=eps))
+    out = F.layer_norm(xs[-1], (d,), eps=eps) if norm_first else xs[-1]
+    return torch.stack([g.norm() for g in torch.autograd.grad((w * out).sum(), xs)])
+"""),
+        ("norms listed from the output down", """
+def gradient_norms_by_depth(x, sublayers, w, norm_first, eps=1e-5):
+    if w.shape != x.shape:
+        raise ValueError("w")
+    d = x.shape[-1]
+    xs = [x.detach().clone().requires_grad_(True)]
+    for f in sublayers:
+        h = xs[-1]
+        xs.append(h + f(F.layer_norm(h, (d,), eps=eps)) if norm_first else F.layer_norm(h + f(h), (d,), eps=eps))
+    out = F.layer_norm(xs[-1], (d,), eps=eps) if norm_first else xs[-1]
+    return torch.stack([g.norm() for g in torch.autograd.grad((w * out).sum(), xs)][::-1])
+"""),
+        ("the input's gradient left out (N norms)", """
+def gradient_norms_by_depth(x, sublayers, w, norm_first, eps=1e-5):
+    if w.shape != x.shape:
+        raise ValueError("w")
+    d = x.shape[-1]
+    xs = [x.detach().clone().requires_grad_(True)]
+    for f in sublayers:
+        h = xs[-1]
+        xs.append(h + f(F.layer_norm(h, (d,), eps=eps)) if norm_first else F.layer_norm(h + f(h), (d,), eps=eps))
+    out = F.layer_norm(xs[-1], (d,), eps=eps) if norm_first else xs[-1]
+    return torch.stack([g.norm() for g in torch.autograd.grad((w * out).sum(), xs)][1:])
+"""),
+        ("no residual path (x = LN(f(x)) / x = f(LN(x)))", """
+def gradient_norms_by_depth(x, sublayers, w, norm_first, eps=1e-5):
+    if w.shape != x.shape:
+        raise ValueError("w")
+    d = x.shape[-1]
+    xs = [x.detach().clone().requires_grad_(True)]
+    for f in sublayers:
+        h = xs[-1]
+        xs.append(f(F.layer_norm(h, (d,), eps=eps)) if norm_first else F.layer_norm(f(h), (d,), eps=eps))
+    out = F.layer_norm(xs[-1], (d,), eps=eps) if norm_first else xs[-1]
+    return torch.stack([g.norm() for g in torch.autograd.grad((w * out).sum(), xs)])
+"""),
+        ("w broadcast instead of rejected", """
+def gradient_norms_by_depth(x, sublayers, w, norm_first, eps=1e-5):
+    d = x.shape[-1]
+    xs = [x.detach().clone().requires_grad_(True)]
+    for f in sublayers:
+        h = xs[-1]
+        xs.append(h + f(F.layer_norm(h, (d,), eps=eps)) if norm_first else F.layer_norm(h + f(h), (d,), eps=eps))
+    out = F.layer_norm(xs[-1], (d,), eps=eps) if norm_first else xs[-1]
+    return torch.stack([g.norm() for g in torch.autograd.grad((w * out).sum(), xs)])
 """),
     ],
     "8.1": [
         ("True at the padding", """
-def padding_mask(tokens, pad_id):
-    if tokens.dim() != 2:
-        raise ValueError("tokens")
-    return (tokens == pad_id)[:, None, None, :]
+def padding_mask(lengths, seq_len):
+    if lengths.dim() != 1 or (lengths < 0).any() or (lengths > seq_len).any():
+        raise ValueError("lengths")
+    return (torch.arange(seq_len)[None, :] >= lengths[:, None])[:, None, None, :]
+"""),
+        ("j <= length: one padding key too many", """
+def padding_mask(lengths, seq_len):
+    if lengths.dim() != 1 or (lengths < 0).any() or (lengths > seq_len).any():
+        raise ValueError("lengths")
+    return (torch.arange(seq_len)[None, :] <= lengths[:, None])[:, None, None, :]
 """),
         ("shape (batch, seq_len)", """
-def padding_mask(tokens, pad_id):
-    if tokens.dim() != 2:
-        raise ValueError("tokens")
-    return tokens != pad_id
+def padding_mask(lengths, seq_len):
+    if lengths.dim() != 1 or (lengths < 0).any() or (lengths > seq_len).any():
+        raise ValueError("lengths")
+    return torch.arange(seq_len)[None, :] < lengths[:, None]
+"""),
+        ("flags on the query axis (batch, 1, seq_len, 1)", """
+def padding_mask(lengths, seq_len):
+    if lengths.dim() != 1 or (lengths < 0).any() or (lengths > seq_len).any():
+        raise ValueError("lengths")
+    return (torch.arange(seq_len)[None, :] < lengths[:, None])[:, None, :, None]
 """),
         ("0/1 integers instead of bool", """
-def padding_mask(tokens, pad_id):
-    if tokens.dim() != 2:
-        raise ValueError("tokens")
-    return (tokens != pad_id).long()[:, None, None, :]
+def padding_mask(lengths, seq_len):
+    if lengths.dim() != 1 or (lengths < 0).any() or (lengths > seq_len).any():
+        raise ValueError("lengths")
+    return (torch.arange(seq_len)[None, :] < lengths[:, None]).long()[:, None, None, :]
+"""),
+        ("no validation", """
+def padding_mask(lengths, seq_len):
+    return (torch.arange(seq_len)[None, :] < lengths.reshape(-1)[:, None])[:, None, None, :]
 """),
     ],
     "8.2": [
+        ("top-left alignment (is_causal's): tril without offset", """
+def causal_mask(q_len, k_len=None):
+    k_len = q_len if k_len is None else k_len
+    if q_len < 1 or k_len < q_len:
+        raise ValueError("q_len")
+    return torch.ones(q_len, k_len, dtype=torch.bool).tril()[None, None]
+"""),
+        ("square only: k_len ignored (the chapter's listing)", """
+def causal_mask(q_len, k_len=None):
+    if q_len < 1:
+        raise ValueError("q_len")
+    return torch.ones(q_len, q_len, dtype=torch.bool).tril()[None, None]
+"""),
         ("upper triangle", """
-def causal_mask(size):
-    if size < 1:
-        raise ValueError("size")
-    return torch.ones(size, size, dtype=torch.bool).triu()[None, None]
+def causal_mask(q_len, k_len=None):
+    k_len = q_len if k_len is None else k_len
+    if q_len < 1 or k_len < q_len:
+        raise ValueError("q_len")
+    return torch.ones(q_len, k_len, dtype=torch.bool).triu(k_len - q_len)[None, None]
 """),
         ("diagonal excluded", """
-def causal_mask(size):
-    if size < 1:
-        raise ValueError("size")
-    return torch.ones(size, size, dtype=torch.bool).tril(-1)[None, None]
+def causal_mask(q_len, k_len=None):
+    k_len = q_len if k_len is None else k_len
+    if q_len < 1 or k_len < q_len:
+        raise ValueError("q_len")
+    return torch.ones(q_len, k_len, dtype=torch.bool).tril(k_len - q_len - 1)[None, None]
+"""),
+        ("k_len < q_len accepted", """
+def causal_mask(q_len, k_len=None):
+    k_len = q_len if k_len is None else k_len
+    if q_len < 1:
+        raise ValueError("q_len")
+    return torch.ones(q_len, k_len, dtype=torch.bool).tril(k_len - q_len)[None, None]
 """),
     ],
     "8.3": [
-        ("causal only", """
-def decoder_self_attention_mask(tgt, pad_id):
+        ("the chapter's listing: q_len ignored", """
+def decoder_self_attention_mask(tgt, pad_id, q_len=None):
+    if tgt.dim() != 2:
+        raise ValueError("tgt")
     n = tgt.shape[1]
-    return torch.ones(n, n, dtype=torch.bool).tril()[None, None].expand(tgt.shape[0], 1, n, n)
+    return (tgt != pad_id)[:, None, None, :] & torch.ones(n, n, dtype=torch.bool).tril()[None, None]
+"""),
+        ("causal only", """
+def decoder_self_attention_mask(tgt, pad_id, q_len=None):
+    if tgt.dim() != 2:
+        raise ValueError("tgt")
+    n = tgt.shape[1]
+    q = n if q_len is None else q_len
+    if not 1 <= q <= n:
+        raise ValueError("q_len")
+    return torch.ones(q, n, dtype=torch.bool).tril(n - q)[None, None].expand(tgt.shape[0], 1, q, n)
+"""),
+        ("top-left aligned causal part", """
+def decoder_self_attention_mask(tgt, pad_id, q_len=None):
+    if tgt.dim() != 2:
+        raise ValueError("tgt")
+    n = tgt.shape[1]
+    q = n if q_len is None else q_len
+    if not 1 <= q <= n:
+        raise ValueError("q_len")
+    return (tgt != pad_id)[:, None, None, :] & torch.ones(q, n, dtype=torch.bool).tril()[None, None]
 """),
         ("padding applied to the queries instead of the keys", """
-def decoder_self_attention_mask(tgt, pad_id):
+def decoder_self_attention_mask(tgt, pad_id, q_len=None):
+    if tgt.dim() != 2:
+        raise ValueError("tgt")
     n = tgt.shape[1]
-    return (tgt != pad_id)[:, None, :, None] & torch.ones(n, n, dtype=torch.bool).tril()[None, None]
+    q = n if q_len is None else q_len
+    if not 1 <= q <= n:
+        raise ValueError("q_len")
+    return (tgt[:, n - q:] != pad_id)[:, None, :, None] & torch.ones(q, n, dtype=torch.bool).tril(n - q)[None, None]
+"""),
+        ("padding mask from the lengths (right padding assumed)", """
+def decoder_self_attention_mask(tgt, pad_id, q_len=None):
+    if tgt.dim() != 2:
+        raise ValueError("tgt")
+    n = tgt.shape[1]
+    q = n if q_len is None else q_len
+    if not 1 <= q <= n:
+        raise ValueError("q_len")
+    lengths = (tgt != pad_id).sum(1)
+    keep = torch.arange(n)[None, :] < lengths[:, None]
+    return keep[:, None, None, :] & torch.ones(q, n, dtype=torch.bool).tril(n - q)[None, None]
+"""),
+    ],
+    "8.4": [
+        ("padding keys not blocked", """
+def prefix_lm_mask(tokens, prefix_lengths, pad_id):
+    b, n = tokens.shape
+    if tuple(prefix_lengths.shape) != (b,) or (prefix_lengths < 0).any() or (prefix_lengths > n).any():
+        raise ValueError("prefix_lengths")
+    j = torch.arange(n)
+    m = (j[None, :] < prefix_lengths[:, None])[:, None, None, :] | (j[None, :] <= j[:, None])[None, None]
+    return m
+"""),
+        ("causal only: the prefix ignored", """
+def prefix_lm_mask(tokens, prefix_lengths, pad_id):
+    b, n = tokens.shape
+    if tuple(prefix_lengths.shape) != (b,) or (prefix_lengths < 0).any() or (prefix_lengths > n).any():
+        raise ValueError("prefix_lengths")
+    j = torch.arange(n)
+    return (tokens != pad_id)[:, None, None, :] & (j[None, :] <= j[:, None])[None, None]
+"""),
+        ("prefix off by one (j <= p)", """
+def prefix_lm_mask(tokens, prefix_lengths, pad_id):
+    b, n = tokens.shape
+    if tuple(prefix_lengths.shape) != (b,) or (prefix_lengths < 0).any() or (prefix_lengths > n).any():
+        raise ValueError("prefix_lengths")
+    j = torch.arange(n)
+    pre = (j[None, :] <= prefix_lengths[:, None])[:, None, None, :]
+    return (tokens != pad_id)[:, None, None, :] & (pre | (j[None, :] <= j[:, None])[None, None])
+"""),
+        ("the first sentence's prefix for the whole batch", """
+def prefix_lm_mask(tokens, prefix_lengths, pad_id):
+    b, n = tokens.shape
+    if tuple(prefix_lengths.shape) != (b,) or (prefix_lengths < 0).any() or (prefix_lengths > n).any():
+        raise ValueError("prefix_lengths")
+    j = torch.arange(n)
+    pre = (j < int(prefix_lengths[0]))[None, None, None, :]
+    return (tokens != pad_id)[:, None, None, :] & (pre | (j[None, :] <= j[:, None])[None, None])
+"""),
+        ("prefix on the query axis: prefix queries see everything", """
+def prefix_lm_mask(tokens, prefix_lengths, pad_id):
+    b, n = tokens.shape
+    if tuple(prefix_lengths.shape) != (b,) or (prefix_lengths < 0).any() or (prefix_lengths > n).any():
+        raise ValueError("prefix_lengths")
+    j = torch.arange(n)
+    pre = (j[None, :] < prefix_lengths[:, None])[:, None, :, None]
+    return (tokens != pad_id)[:, None, None, :] & (pre | (j[None, :] <= j[:, None])[None, None])
+"""),
+        ("no validation", """
+def prefix_lm_mask(tokens, prefix_lengths, pad_id):
+    n = tokens.shape[1]
+    j = torch.arange(n)
+    pre = (j[None, :] < prefix_lengths.reshape(-1)[:, None])[:, None, None, :]
+    return (tokens != pad_id)[:, None, None, :] & (pre | (j[None, :] <= j[:, None])[None, None])
 """),
     ],
     "9.1": [
@@ -745,63 +1064,197 @@ def decoder_self_attention_mask(tgt, pad_id):
 def label_smoothed_loss(logits, target, label_smoothing, pad_id):
     if not 0 <= label_smoothing <= 1:
         raise ValueError("label_smoothing")
-    lp = torch.log_softmax(logits, -1)
     v = logits.shape[-1]
-    nll = -lp.gather(-1, target[..., None]).squeeze(-1)
-    others = -(lp.sum(-1) - lp.gather(-1, target[..., None]).squeeze(-1)) / (v - 1)
-    loss = (1 - label_smoothing) * nll + label_smoothing * others
-    keep = (target != pad_id).float()
-    return (loss * keep).sum() / keep.sum()
+    lp = torch.log_softmax(logits, -1)
+    onehot = F.one_hot(target, v).to(lp.dtype)
+    q = (1 - label_smoothing) * onehot + label_smoothing * (1 - onehot) / (v - 1)
+    keep = (target != pad_id).to(lp.dtype)
+    n = keep.sum()
+    return (-(q * lp).sum(-1) * keep).sum() / n, (lp.exp() - q) * keep[..., None] / n
+"""),
+        ("gradient without the smoothing (p - one_hot)", """
+def label_smoothed_loss(logits, target, label_smoothing, pad_id):
+    if not 0 <= label_smoothing <= 1:
+        raise ValueError("label_smoothing")
+    v = logits.shape[-1]
+    lp = torch.log_softmax(logits, -1)
+    onehot = F.one_hot(target, v).to(lp.dtype)
+    q = (1 - label_smoothing) * onehot + label_smoothing / v
+    keep = (target != pad_id).to(lp.dtype)
+    n = keep.sum()
+    return (-(q * lp).sum(-1) * keep).sum() / n, (lp.exp() - onehot) * keep[..., None] / n
+"""),
+        ("gradient not divided by the number of tokens", """
+def label_smoothed_loss(logits, target, label_smoothing, pad_id):
+    if not 0 <= label_smoothing <= 1:
+        raise ValueError("label_smoothing")
+    v = logits.shape[-1]
+    lp = torch.log_softmax(logits, -1)
+    q = (1 - label_smoothing) * F.one_hot(target, v).to(lp.dtype) + label_smoothing / v
+    keep = (target != pad_id).to(lp.dtype)
+    return (-(q * lp).sum(-1) * keep).sum() / keep.sum(), (lp.exp() - q) * keep[..., None]
+"""),
+        ("gradient also at the padding positions", """
+def label_smoothed_loss(logits, target, label_smoothing, pad_id):
+    if not 0 <= label_smoothing <= 1:
+        raise ValueError("label_smoothing")
+    v = logits.shape[-1]
+    lp = torch.log_softmax(logits, -1)
+    q = (1 - label_smoothing) * F.one_hot(target, v).to(lp.dtype) + label_smoothing / v
+    keep = (target != pad_id).to(lp.dtype)
+    n = keep.sum()
+    return (-(q * lp).sum(-1) * keep).sum() / n, (lp.exp() - q) / n
+"""),
+        ("gradient sign flipped (q - p)", """
+def label_smoothed_loss(logits, target, label_smoothing, pad_id):
+    if not 0 <= label_smoothing <= 1:
+        raise ValueError("label_smoothing")
+    v = logits.shape[-1]
+    lp = torch.log_softmax(logits, -1)
+    q = (1 - label_smoothing) * F.one_hot(target, v).to(lp.dtype) + label_smoothing / v
+    keep = (target != pad_id).to(lp.dtype)
+    n = keep.sum()
+    return (-(q * lp).sum(-1) * keep).sum() / n, (q - lp.exp()) * keep[..., None] / n
 """),
         ("padding not ignored", """
 def label_smoothed_loss(logits, target, label_smoothing, pad_id):
     if not 0 <= label_smoothing <= 1:
         raise ValueError("label_smoothing")
     v = logits.shape[-1]
-    return F.cross_entropy(logits.reshape(-1, v), target.reshape(-1), label_smoothing=label_smoothing)
+    lp = torch.log_softmax(logits, -1)
+    q = (1 - label_smoothing) * F.one_hot(target, v).to(lp.dtype) + label_smoothing / v
+    n = target.numel()
+    return -(q * lp).sum() / n, (lp.exp() - q) / n
 """),
-        ("sum instead of mean", """
+        ("the loss only (the chapter's function)", """
 def label_smoothed_loss(logits, target, label_smoothing, pad_id):
     if not 0 <= label_smoothing <= 1:
         raise ValueError("label_smoothing")
     v = logits.shape[-1]
-    return F.cross_entropy(logits.reshape(-1, v), target.reshape(-1), ignore_index=pad_id,
-                           label_smoothing=label_smoothing, reduction="sum")
+    return F.cross_entropy(logits.reshape(-1, v), target.reshape(-1), ignore_index=pad_id, label_smoothing=label_smoothing)
 """),
     ],
     "9.2": [
+        ("Python min(): fails on a tensor of steps (the chapter's listing)", """
+def noam_lr(step, d_model, warmup_steps):
+    if warmup_steps < 1 or step < 1:
+        raise ValueError("step")
+    return d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
+"""),
         ("warm-up exponent -0.5 instead of -1.5", """
 def noam_lr(step, d_model, warmup_steps):
-    if step < 1 or warmup_steps < 1:
+    s = torch.as_tensor(step).double()
+    if warmup_steps < 1 or (s < 1).any():
         raise ValueError("step")
-    return d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -0.5)
+    return d_model ** -0.5 * torch.minimum(s ** -0.5, s * warmup_steps ** -0.5)
 """),
         ("d_model factor forgotten", """
 def noam_lr(step, d_model, warmup_steps):
-    if step < 1 or warmup_steps < 1:
+    s = torch.as_tensor(step).double()
+    if warmup_steps < 1 or (s < 1).any():
         raise ValueError("step")
-    return min(step ** -0.5, step * warmup_steps ** -1.5)
+    return torch.minimum(s ** -0.5, s * warmup_steps ** -1.5)
 """),
-        ("step 0 accepted", """
+        ("maximum instead of minimum", """
 def noam_lr(step, d_model, warmup_steps):
-    step = max(step, 1)
-    return d_model ** -0.5 * min(step ** -0.5, step * max(warmup_steps, 1) ** -1.5)
+    s = torch.as_tensor(step).double()
+    if warmup_steps < 1 or (s < 1).any():
+        raise ValueError("step")
+    return d_model ** -0.5 * torch.maximum(s ** -0.5, s * warmup_steps ** -1.5)
+"""),
+        ("step 0 accepted (clamped)", """
+def noam_lr(step, d_model, warmup_steps):
+    s = torch.as_tensor(step).double().clamp_min(1)
+    return d_model ** -0.5 * torch.minimum(s ** -0.5, s * max(warmup_steps, 1) ** -1.5)
+"""),
+        ("only the first step of a tensor checked", """
+def noam_lr(step, d_model, warmup_steps):
+    s = torch.as_tensor(step).double()
+    if warmup_steps < 1 or s.reshape(-1)[0] < 1:
+        raise ValueError("step")
+    return d_model ** -0.5 * torch.minimum(s.clamp_min(1) ** -0.5, s * warmup_steps ** -1.5)
 """),
     ],
     "9.3": [
-        ("roll: the last token wraps around", """
-def shift_right(tgt, bos_id):
+        ("tgt_in is tgt_out shifted right (eos copied into the padding)", """
+def teacher_forcing_pair(tgt, bos_id, eos_id, pad_id):
     if tgt.dim() != 2:
         raise ValueError("tgt")
-    return torch.roll(tgt, 1, dims=1)
+    b, n = tgt.shape
+    padded = torch.cat([tgt, torch.full((b, 1), pad_id, dtype=tgt.dtype)], 1)
+    out = torch.where(torch.arange(n + 1)[None, :] == (tgt != pad_id).sum(1)[:, None], torch.full_like(padded, eos_id), padded)
+    return torch.cat([torch.full((b, 1), bos_id, dtype=tgt.dtype), out[:, :-1]], 1), out
+"""),
+        ("eos appended after the padding", """
+def teacher_forcing_pair(tgt, bos_id, eos_id, pad_id):
+    if tgt.dim() != 2:
+        raise ValueError("tgt")
+    b = tgt.shape[0]
+    out = torch.cat([tgt, torch.full((b, 1), eos_id, dtype=tgt.dtype)], 1)
+    return torch.cat([torch.full((b, 1), bos_id, dtype=tgt.dtype), tgt], 1), out
+"""),
+        ("length tgt_len: the last token dropped", """
+def teacher_forcing_pair(tgt, bos_id, eos_id, pad_id):
+    if tgt.dim() != 2:
+        raise ValueError("tgt")
+    b, n = tgt.shape
+    out = torch.where(torch.arange(n)[None, :] == (tgt != pad_id).sum(1)[:, None], torch.full_like(tgt, eos_id), tgt)
+    return torch.cat([torch.full((b, 1), bos_id, dtype=tgt.dtype), tgt[:, :-1]], 1), out
 """),
         ("modifies tgt in place", """
-def shift_right(tgt, bos_id):
+def teacher_forcing_pair(tgt, bos_id, eos_id, pad_id):
     if tgt.dim() != 2:
         raise ValueError("tgt")
-    tgt[:, 1:] = tgt[:, :-1].clone()
-    tgt[:, 0] = bos_id
-    return tgt
+    b, n = tgt.shape
+    lengths = (tgt != pad_id).sum(1)
+    padded = torch.cat([tgt, torch.full((b, 1), pad_id, dtype=tgt.dtype)], 1)
+    tgt_in = torch.cat([torch.full((b, 1), bos_id, dtype=tgt.dtype), padded[:, :-1]], 1)
+    for r in range(b):
+        if lengths[r] < n:
+            tgt[r, lengths[r]] = eos_id
+    out = torch.cat([tgt, torch.full((b, 1), pad_id, dtype=tgt.dtype)], 1)
+    out[lengths == n, n] = eos_id
+    return tgt_in, out
+"""),
+        ("no check of the shape", """
+def teacher_forcing_pair(tgt, bos_id, eos_id, pad_id):
+    t = tgt.reshape(tgt.shape[0], -1) if tgt.dim() > 1 else tgt[None]
+    b, n = t.shape
+    padded = torch.cat([t, torch.full((b, 1), pad_id, dtype=t.dtype)], 1)
+    out = torch.where(torch.arange(n + 1)[None, :] == (t != pad_id).sum(1)[:, None], torch.full_like(padded, eos_id), padded)
+    return torch.cat([torch.full((b, 1), bos_id, dtype=t.dtype), padded[:, :-1]], 1), out
+"""),
+    ],
+    "9.4": [
+        ("the paper's formula, not rescaled", """
+def noam_lr_with_peak(step, warmup_steps, peak_lr):
+    if step < 1 or warmup_steps < 1 or peak_lr <= 0:
+        raise ValueError("step")
+    return peak_lr * min(step ** -0.5, step * warmup_steps ** -1.5)
+"""),
+        ("rescaled by warmup_steps instead of its square root", """
+def noam_lr_with_peak(step, warmup_steps, peak_lr):
+    if step < 1 or warmup_steps < 1 or peak_lr <= 0:
+        raise ValueError("step")
+    return peak_lr * warmup_steps * min(step ** -0.5, step * warmup_steps ** -1.5)
+"""),
+        ("decays as warmup / step (1/step, not 1/sqrt(step))", """
+def noam_lr_with_peak(step, warmup_steps, peak_lr):
+    if step < 1 or warmup_steps < 1 or peak_lr <= 0:
+        raise ValueError("step")
+    return peak_lr * min(step / warmup_steps, warmup_steps / step)
+"""),
+        ("warm-up counted from step 0 (peak one step late)", """
+def noam_lr_with_peak(step, warmup_steps, peak_lr):
+    if step < 1 or warmup_steps < 1 or peak_lr <= 0:
+        raise ValueError("step")
+    return peak_lr * min((step - 1) / warmup_steps, math.sqrt(warmup_steps / step))
+"""),
+        ("peak_lr 0 accepted", """
+def noam_lr_with_peak(step, warmup_steps, peak_lr):
+    if step < 1 or warmup_steps < 1:
+        raise ValueError("step")
+    return peak_lr * min(step / warmup_steps, math.sqrt(warmup_steps / step))
 """),
     ],
     "10.1": [

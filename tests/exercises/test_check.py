@@ -62,19 +62,21 @@ def _notebook_with(tmp_path: Path, chapter: str, replacements: dict[str, str]) -
 
 def test_check_end_to_end_scores_a_partial_answer(tmp_path, capsys):
     folder = _notebook_with(tmp_path, "08", {
-        "padding_mask": "if tokens.dim() != 2:\n    raise ValueError('tokens')\nreturn (tokens == pad_id)[:, None, None, :]",
-        "causal_mask": "if size < 1:\n    raise ValueError('size')\nreturn torch.ones(size, size, dtype=torch.bool).tril()[None, None]",
+        "padding_mask": "if lengths.dim() != 1 or (lengths < 0).any() or (lengths > seq_len).any():\n    raise ValueError('lengths')\n"
+                        "return (torch.arange(seq_len)[None, :] >= lengths[:, None])[:, None, None, :]",
+        "causal_mask": "k_len = q_len if k_len is None else k_len\nif q_len < 1 or k_len < q_len:\n    raise ValueError('q_len')\n"
+                       "return torch.ones(q_len, k_len, dtype=torch.bool).tril(k_len - q_len)[None, None]",
     })
-    points = {ex: sum(c.points for c in cases.CASES if c.exercise == ex) for ex in ("8.1", "8.2", "8.3")}
+    points = {ex: sum(c.points for c in cases.CASES if c.exercise == ex) for ex in ("8.1", "8.2", "8.3", "8.4")}
     assert check.main(["8", "--notebooks", str(folder)]) == 0
     out = capsys.readouterr().out
     # only the ValueError case passes, and a rejection alone earns nothing (as in the grader)
     assert re.search(rf"8\.1\s+padding_mask\s+0/{points['8.1']}\s", out), out
-    assert "8.1-rejects-1d-tokens" in out, out
+    assert "8.1-rejects-bad-lengths" in out, out
     assert re.search(rf"8\.2\s+causal_mask\s+{points['8.2']}/{points['8.2']}\s+all", out), out
     assert re.search(rf"8\.3\s+decoder_self_attention_mask\s+0/{points['8.3']}\s+not implemented yet", out), out
     assert re.search(rf"Total\s+{points['8.2']}/{sum(points.values())}", out), out
-    assert "x 8.1-pad-0" in out and "Hint:" in out
+    assert "x 8.1-lengths-3-5-2" in out and "Hint:" in out
 
 
 def test_format_report_keeps_the_exception_line():
@@ -170,7 +172,8 @@ def test_clone_root_from_the_package_or_the_current_folder(tmp_path, monkeypatch
 
 def test_a_folder_argument_checks_that_folder(tmp_path, capsys):
     folder = _notebook_with(tmp_path, "08", {
-        "causal_mask": "if size < 1:\n    raise ValueError('size')\nreturn torch.ones(size, size, dtype=torch.bool).tril()[None, None]",
+        "causal_mask": "k_len = q_len if k_len is None else k_len\nif q_len < 1 or k_len < q_len:\n    raise ValueError('q_len')\n"
+                       "return torch.ones(q_len, k_len, dtype=torch.bool).tril(k_len - q_len)[None, None]",
     })
     assert check.main([str(folder), "8"]) == 0
     by_argument = capsys.readouterr().out
