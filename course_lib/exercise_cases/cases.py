@@ -1609,7 +1609,7 @@ _BEAM_HINT = ("Keep (tokens, score) hypotheses, score = sum of log_softmax(step_
               "when none is live or after max_len steps; return the best of the finished (and, at max_len, live) hypotheses by "
               "score / ((5 + n) / 6) ** alpha (n = generated tokens, eos included), with that normalised score.")
 # The random tables are seeded so that greedy decoding does NOT find the best sequence; with
-# alpha 1 (seed 1042) the best is a hypothesis still live at max_len (no <eos>); the limited beams
+# alpha 2 the best is a hypothesis still live at max_len (no <eos>); the limited beams
 # (the drawn cases) do not find greedy's answer either.
 _BEAM_SPECS = {
     # id: (args (kind, seed, vocab, max_len, beam_size, alpha), min_length, points)
@@ -1618,7 +1618,7 @@ _BEAM_SPECS = {
     "10.2-beam-1-equals-greedy-hand": (("hand", 0, 4, 5, 1, 0.0), 0, 1),
     "10.2-beam-1-equals-greedy-random": (("random", 1011, 6, 6, 1, 0.0), 0, 1),
     "10.2-unlimited-beam-is-exhaustive": (("random", 1023, 4, 3, 64, 0.0), 0, 1),
-    "10.2-unlimited-beam-length-penalty-1": (("random", 1042, 4, 3, 64, 1.0), 0, 1),
+    "10.2-unlimited-beam-alpha-2-best-is-live": (("random", 1042, 4, 3, 64, 2.0), 0, 1),
     "10.2-unlimited-beam-alpha-0.6-min-length-2": (("random", 1035, 3, 4, 81, 0.6), 2, 1),
     # limited beams, drawn so that the answer differs from greedy decoding and from a beam that never freezes
     "10.2-drawn-beam-3-alpha-0.6": (("random", 1038, 5, 5, 3, 0.6), 0, 3),
@@ -1629,7 +1629,7 @@ _BEAM_SPECS = {
 for _id, (_args, _min_length, _points) in _BEAM_SPECS.items():
     _add(_id, "10.2", _points, partial(_p_beam, args=_args, min_length=_min_length), partial(_e_beam, *_args, _min_length),
          _BEAM_HINT, atol=1e-5,
-         robust=partial(_beam_is_clear, *_args, _min_length, live_best=_id.endswith("length-penalty-1"),
+         robust=partial(_beam_is_clear, *_args, _min_length, live_best=_id.endswith("best-is-live"),
                         limited_differs=_id.startswith("10.2-drawn")))
 
 

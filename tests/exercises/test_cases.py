@@ -167,7 +167,7 @@ def test_unlimited_beams_would_fail_greedy():
 def test_beam_reference_agrees_with_enumeration_and_the_hand_table():
     """The limited-beam reference of 10.2 is the exhaustive search when the beam holds everything, and
     reproduces the hand-worked beams (with and without min_length)."""
-    for seed, vocab, max_len, alpha, min_length in ((1023, 4, 3, 0.0, 0), (1042, 4, 3, 1.0, 0), (1035, 3, 4, 0.6, 2),
+    for seed, vocab, max_len, alpha, min_length in ((1023, 4, 3, 0.0, 0), (1042, 4, 3, 2.0, 0), (1035, 3, 4, 0.6, 2),
                                                     (7, 3, 4, 0.6, 3)):
         fn = lambda: cases._StepFn("random", seed, vocab, max_len, max_calls=10**6)
         seq, value, _ = cases._beam_reference(fn(), max_len, vocab**max_len, alpha, min_length)
