@@ -1,4 +1,4 @@
-"""The registry of autograded exercise cases (chapters 2-10).
+"""The registry of autograded exercise cases (chapters 2-11).
 
 Each :class:`Case` checks one exercise on one deterministic input:
 
@@ -63,6 +63,7 @@ NOTEBOOKS: dict[str, str] = {
     "08": "08_masks.ipynb",
     "09": "09_training.ipynb",
     "10": "10_inference.ipynb",
+    "11": "11_pitfalls.ipynb",
 }
 
 #: exercise number -> the function the student writes
@@ -100,6 +101,10 @@ EXERCISES: dict[str, str] = {
     "10.2": "beam_search",
     "10.3": "top_k_top_p_filtering",
     "10.4": "kv_cache_step",
+    "10.5": "banned_tokens",
+    "11.1": "dependency_matrix",
+    "11.2": "loss_floors",
+    "11.3": "first_divergence",
 }
 
 Arrays = dict[str, np.ndarray]
@@ -2037,8 +2042,25 @@ HAND_DEFAULT = (0.01, 0.59, 0.25, 0.15)
 #   greedy: A (0.50), then <eos> (0.39)            -> [<bos>, A, <eos>], p = 0.50 * 0.39 = 0.195
 #   beam 2: step 1 keeps A (0.50) and B (0.40); step 2 candidates B<eos> 0.40 * 0.89 = 0.356,
 #           A<eos> 0.195, AA 0.155, AB 0.145, ...; both finished ones win -> best [<bos>, B, <eos>], p = 0.356
+#   beam 2, min_length 3 (<eos> forbidden as generated token 1 or 2): step 1 keeps A, B; step 2 (no <eos>)
+#           keeps AA 0.155 and AB 0.145 (BA 0.024, BB 0.016); step 3 (default row) AA<eos> 0.155 * 0.59 =
+#           0.09145, AB<eos> 0.08555 are the two best -> best [<bos>, A, A, <eos>], p = 0.09145
 HAND_GREEDY = [BOS, A, EOS]
 HAND_BEAM2 = [BOS, B, EOS]
+HAND_BEAM2_MIN3 = [BOS, A, A, EOS]
+#: a second hand table (row 1 of the hand-made batch of 10.1): B, B, then <eos>
+HAND_TABLE_2: dict[tuple[int, ...], tuple[float, float, float, float]] = {
+    (): (0.01, 0.09, 0.30, 0.60),
+    (B,): (0.01, 0.19, 0.10, 0.70),
+    (B, B): (0.01, 0.80, 0.10, 0.09),
+}
+#: the hand-made batch of 10.1, worked by hand with pad_id 5: row 0 [<bos>, A, <eos>, <pad>], row 1 [<bos>, B, B, <eos>]
+HAND_BATCH_PAD = 5
+HAND_BATCH_GREEDY = [[BOS, A, EOS, HAND_BATCH_PAD], [BOS, B, B, EOS]]
+
+
+def _gnmt(n: int, alpha: float) -> float:
+    return ((5.0 + n) / 6.0) ** alpha
 
 
 class _StepFn:
@@ -2076,7 +2098,8 @@ def _logp(step_fn: _StepFn, prefix: list[int]) -> np.ndarray:
     return torch.log_softmax(step_fn(torch.tensor(prefix)).double(), dim=-1).numpy()
 
 
-def _greedy_reference(step_fn: _StepFn, max_len: int) -> tuple[list[int], float]:
+def _greedy_reference(step_fn, max_len: int) -> tuple[list[int], float]:
+    """One sequence, greedily (``step_fn`` of the single-sequence interface)."""
     seq, score = [BOS], 0.0
     for _ in range(max_len):
         logp = _logp(step_fn, seq)
@@ -2088,23 +2111,284 @@ def _greedy_reference(step_fn: _StepFn, max_len: int) -> tuple[list[int], float]
     return seq, score
 
 
-def _exhaustive_reference(step_fn: _StepFn, max_len: int, length_penalty: float) -> tuple[list[int], float]:
+# --- 10.1: greedy decoding of a batch, each row stopping on its own --------------------------------------
+class _BatchStepFn:
+    """``step_fn(prefixes) -> logits`` for a batch: ``prefixes`` ``(batch, t)`` long, logits ``(batch, V)``.
+
+    Row ``r``'s logits depend only on its own prefix: they are ``table[r, position, last token]``
+    (``kind="random"``) or the hand tables (row 0 ``HAND_TABLE``, row 1 ``HAND_TABLE_2``). ``<pad>`` and
+    ``<bos>`` get a very low logit (never the argmax).
+    """
+
+    def __init__(self, kind: str, seed: int = 0, batch: int = 2, vocab: int = 6, max_len: int = 8, pad_id: int = 5,
+                 eos_shift=(), max_calls: int = 200):
+        self.kind, self.batch, self.vocab, self.max_len, self.pad_id = kind, batch, vocab, max_len, pad_id
+        self.calls, self.max_calls = 0, max_calls
+        if kind == "random":
+            self.table = _randn(seed, batch, max_len + 1, vocab, vocab, scale=2.0)
+            for row, shift in enumerate(eos_shift):
+                self.table[row, :, :, EOS] += shift
+            self.table[..., pad_id] = -1e4
+            self.table[..., BOS] = -1e4
+
+    def row_logits(self, row: int, ids: list[int]) -> torch.Tensor:
+        """The logits of one row for its prefix ``ids`` (starting with <bos>): the reference uses this."""
+        if self.kind == "hand":
+            table = HAND_TABLE if row == 0 else HAND_TABLE_2
+            probs = list(table.get(tuple(ids[1:]), HAND_DEFAULT)) + [1e-30] * (self.vocab - 4)
+            out = torch.tensor(probs, dtype=torch.float64).log().float()
+            out[self.pad_id] = -1e4
+            return out
+        position = min(len(ids) - 1, self.max_len)
+        return self.table[row, position, ids[-1]].clone()
+
+    def __call__(self, prefixes: object) -> torch.Tensor:
+        self.calls += 1
+        if self.calls > self.max_calls:
+            raise RuntimeError(f"step_fn was called more than {self.max_calls} times: does the decoding loop stop after max_len tokens?")
+        if (not isinstance(prefixes, torch.Tensor) or prefixes.dim() != 2 or prefixes.dtype.is_floating_point
+                or prefixes.dtype == torch.bool):
+            got = f"shape {tuple(prefixes.shape)}, dtype {prefixes.dtype}" if isinstance(prefixes, torch.Tensor) else type(prefixes).__name__
+            raise TypeError(f"step_fn expects a 2-D integer tensor (batch_size, t) of prefixes; got {got}")
+        if prefixes.size(0) != self.batch:
+            raise TypeError(f"step_fn expects all batch_size={self.batch} rows at every step (finished rows too, continued "
+                            f"with pad_id); got {prefixes.size(0)} rows")
+        ids = prefixes.tolist()
+        if any(not row or row[0] != BOS for row in ids):
+            raise ValueError(f"step_fn expects every prefix to start with bos_id={BOS}; got first column {[r[:1] for r in ids]}")
+        return torch.stack([self.row_logits(r, row) for r, row in enumerate(ids)])
+
+
+def _batch_greedy_reference(fn: _BatchStepFn, max_len: int) -> np.ndarray:
+    """Each row decoded on its own (one sequence at a time), then padded to the longest."""
+    rows = []
+    for r in range(fn.batch):
+        seq = [BOS]
+        for _ in range(max_len):
+            token = int(np.argmax(fn.row_logits(r, seq).double().numpy()))
+            seq.append(token)
+            if token == EOS:
+                break
+        rows.append(seq)
+    width = max(map(len, rows))
+    return np.array([seq + [fn.pad_id] * (width - len(seq)) for seq in rows], dtype=np.int64)
+
+
+_BGREEDY_SPECS = {
+    # id: (kind, seed, batch, vocab, max_len, pad_id, eos shift per row)
+    "10.1-hand-batch": ("hand", 0, 2, 6, 5, HAND_BATCH_PAD, ()),
+    "10.1-drawn-rows-stop-at-different-steps": ("random", 1001, 4, 7, 8, 6, (1.5, 0.5, 0.0, -0.5)),
+    "10.1-drawn-some-rows-never-stop": ("random", 1002, 3, 6, 6, 5, (-100.0, 0.0, -100.0)),
+    "10.1-drawn-no-row-stops": ("random", 1003, 2, 6, 4, 5, (-100.0, -100.0)),
+    "10.1-drawn-one-row": ("random", 1005, 1, 8, 10, 7, (0.0,)),
+    "10.1-drawn-batch-of-6": ("random", 1006, 6, 6, 9, 5, (2.0, 1.5, 1.0, 0.5, 0.0, 0.0)),
+}
+
+
+def _bgreedy_fn(key: str, max_calls: int = 200) -> _BatchStepFn:
+    kind, seed, batch, vocab, max_len, pad_id, shift = _BGREEDY_SPECS[key]
+    return _BatchStepFn(kind, seed, batch, vocab, max_len, pad_id, shift, max_calls)
+
+
+def _p_bgreedy(ns: ModuleType, key: str, bos: int = BOS) -> Arrays:
+    _, _, batch, _, max_len, pad_id, _ = _BGREEDY_SPECS[key]
+    fn = _bgreedy_fn(key)
+    out = ns.greedy_decode(fn, batch, BOS, EOS, pad_id, max_len)
+    return {"tokens": to_array(out, f"greedy_decode(step_fn, batch_size={batch}, bos_id={BOS}, eos_id={EOS}, pad_id={pad_id}, "
+                                    f"max_len={max_len})", kind="i")}
+
+
+def _e_bgreedy(key: str) -> Arrays:
+    if key == "10.1-hand-batch":
+        return {"tokens": np.array(HAND_BATCH_GREEDY, dtype=np.int64)}
+    _, _, _, _, max_len, _, _ = _BGREEDY_SPECS[key]
+    return {"tokens": _batch_greedy_reference(_bgreedy_fn(key, 10**6), max_len)}
+
+
+def _bgreedy_is_clear(key: str) -> bool:
+    """A clear argmax (gap > 1e-3) at every step of every row, and the stopping pattern the case is about."""
+    kind, _, batch, _, max_len, _, _ = _BGREEDY_SPECS[key]
+    if kind == "hand":
+        return True
+    fn = _bgreedy_fn(key, 10**6)
+    lengths = []
+    for r in range(batch):
+        seq = [BOS]
+        for _ in range(max_len):
+            logits = np.sort(fn.row_logits(r, seq).double().numpy())
+            if logits[-1] - logits[-2] <= 1e-3:
+                return False
+            seq.append(int(np.argmax(fn.row_logits(r, seq).double().numpy())))
+            if seq[-1] == EOS:
+                break
+        lengths.append((len(seq) - 1, seq[-1] == EOS))
+    if key in ("10.1-drawn-rows-stop-at-different-steps", "10.1-drawn-batch-of-6"):  # at least two different stopping steps, all before max_len
+        return len({n for n, _ in lengths}) >= 2 and all(stopped and n < max_len for n, stopped in lengths)
+    if key == "10.1-drawn-one-row":
+        return lengths[0][1] and lengths[0][0] < max_len
+    return True
+
+
+_BGREEDY_HINT = ("Keep a (batch_size, t) tensor of prefixes, starting with a column of bos_id. Each step: logits = step_fn(prefixes) "
+                 "(ALL rows, every step), next = argmax per row; a row that has already produced eos_id gets pad_id instead; append "
+                 "the column. Stop as soon as every row has produced eos_id, or after max_len steps. Return (batch_size, 1 + steps) long.")
+for _id in _BGREEDY_SPECS:
+    _add(_id, "10.1", 2, partial(_p_bgreedy, key=_id), partial(_e_bgreedy, _id), _BGREEDY_HINT,
+         robust=partial(_bgreedy_is_clear, _id))
+
+
+def _p_bgreedy_rejects(ns: ModuleType) -> Arrays:
+    return {
+        "raised_for_max_len_0": _raises_value_error(lambda: ns.greedy_decode(_bgreedy_fn("10.1-hand-batch"), 2, BOS, EOS, 5, 0)),
+        "raised_for_batch_size_0": _raises_value_error(lambda: ns.greedy_decode(_bgreedy_fn("10.1-hand-batch"), 0, BOS, EOS, 5, 3)),
+    }
+
+
+_add("10.1-rejects-bad-sizes", "10.1", 1, _p_bgreedy_rejects,
+     lambda: {"raised_for_max_len_0": np.array(True), "raised_for_batch_size_0": np.array(True)},
+     "Raise ValueError naming the argument when max_len < 1 or batch_size < 1, before calling step_fn.")
+
+
+# --- 10.2: beam search with the GNMT length penalty and min_length ---------------------------------------
+def _allowed_logp(step_fn, prefix: list[int], min_length: int) -> np.ndarray:
+    """log_softmax of the logits; <eos> set to -inf while fewer than min_length - 1 tokens were generated."""
+    logp = _logp(step_fn, prefix).copy()
+    if len(prefix) < min_length:  # the next token would be generated token number len(prefix) < min_length
+        logp[EOS] = -np.inf
+    return logp
+
+
+def _exhaustive_reference(step_fn, max_len: int, length_penalty: float, min_length: int = 0) -> tuple[list[int], float]:
     """The best finished-or-full-length sequence by enumeration of every sequence (what beam search with an
-    unlimited beam finds); normalised score = sum of log-probs / n_generated ** length_penalty."""
+    unlimited beam finds); normalised score = sum of log-probs / ((5 + n) / 6) ** alpha, n = generated tokens."""
     best: tuple[float, list[int]] | None = None
     for n in range(1, max_len + 1):
         for body in itertools.product(range(step_fn.vocab), repeat=n):
             if EOS in body[:-1] or (n < max_len and body[-1] != EOS):
                 continue
+            if body[-1] == EOS and n < min_length:
+                continue
             seq, score = [BOS], 0.0
             for token in body:
                 score += float(_logp(step_fn, seq)[token])
                 seq.append(token)
-            value = score / n**length_penalty
+            value = score / _gnmt(n, length_penalty)
             if best is None or value > best[0]:
                 best = (value, seq)
     assert best is not None
     return best[1], best[0]
+
+
+def _beam_reference(step_fn, max_len: int, beam_size: int, alpha: float, min_length: int) -> tuple[list[int], float, float]:
+    """The course's beam search, one hypothesis at a time in float64 (trusted side).
+
+    Returns ``(tokens, normalised score, smallest gap)``: the gap is the smallest difference between the
+    beam_size-th and the next candidate at any step, and between the best and the second-best final
+    hypothesis (used by the robustness check)."""
+    live, finished, gap = [([BOS], 0.0)], [], np.inf
+    for _ in range(max_len):
+        cands = []
+        for seq, score in live:
+            logp = _allowed_logp(step_fn, seq, min_length)
+            cands += [(seq + [t], score + float(logp[t])) for t in range(len(logp))]
+        cands.sort(key=lambda c: -c[1])
+        if len(cands) > beam_size and np.isfinite(cands[beam_size - 1][1]):
+            gap = min(gap, cands[beam_size - 1][1] - cands[beam_size][1])
+        live = []
+        for seq, score in cands[:beam_size]:
+            if not np.isfinite(score):
+                continue
+            (finished if seq[-1] == EOS else live).append((seq, score))
+        if not live:
+            break
+    ranked = sorted(((score / _gnmt(len(seq) - 1, alpha), seq) for seq, score in finished + live), key=lambda c: -c[0])
+    if len(ranked) > 1:
+        gap = min(gap, ranked[0][0] - ranked[1][0])
+    return ranked[0][1], ranked[0][0], gap
+
+
+def _unfrozen_beam(step_fn, max_len: int, beam_size: int, alpha: float, min_length: int) -> list[int]:
+    """The classic bug, for the robustness check only: finished hypotheses stay in the beam and keep being
+    extended (their score frozen at their first <eos>); the result is cut at its first <eos>."""
+    beam = [([BOS], 0.0, 0.0)]  # tokens, score up to the first <eos>, running score
+    for _ in range(max_len):
+        cands = []
+        for seq, score, running in beam:
+            logp = _allowed_logp(step_fn, seq, min_length)
+            ended = EOS in seq[1:]
+            cands += [(seq + [t], score if ended else score + float(logp[t]), running + float(logp[t]))
+                      for t in range(len(logp))]
+        beam = sorted(cands, key=lambda c: -c[2])[:beam_size]
+    cut = [(seq[: seq.index(EOS, 1) + 1] if EOS in seq[1:] else seq, score) for seq, score, _ in beam]
+    return max(cut, key=lambda c: c[1] / _gnmt(len(c[0]) - 1, alpha))[0]
+
+
+def _p_beam(ns: ModuleType, args, min_length: int = 0) -> Arrays:
+    kind, seed, vocab, max_len, beam_size, length_penalty = args
+    fn = _StepFn(kind, seed, vocab, max_len, max_calls=20000)
+    tokens, score = _pair(
+        ns.beam_search(fn, BOS, EOS, max_len, beam_size, length_penalty, min_length),
+        f"beam_search(step_fn, bos_id, eos_id, max_len={max_len}, beam_size={beam_size}, alpha={length_penalty}, "
+        f"min_length={min_length})",
+        ("tokens", "score"),
+    )
+    return {"tokens": to_array(tokens, "tokens", kind="i"), "score": to_array(score, "score", kind="f").reshape(())}
+
+
+def _e_beam(kind, seed, vocab, max_len, beam_size, length_penalty, min_length=0) -> Arrays:
+    fn = _StepFn(kind, seed, vocab, max_len, max_calls=10**6)
+    if kind == "hand" and beam_size == 2:
+        if min_length == 3:  # worked by hand above
+            seq, score = HAND_BEAM2_MIN3, math.log(0.50) + math.log(0.31) + math.log(0.59)
+        else:
+            assert min_length <= 2
+            seq, score = HAND_BEAM2, math.log(0.40) + math.log(0.89)
+        score /= _gnmt(len(seq) - 1, length_penalty)
+    elif beam_size == 1 and min_length <= 1:
+        seq, score = _greedy_reference(fn, max_len)
+        score /= _gnmt(len(seq) - 1, length_penalty)
+    elif beam_size >= vocab**max_len:
+        seq, score = _exhaustive_reference(fn, max_len, length_penalty, min_length)
+    else:
+        seq, score, _ = _beam_reference(fn, max_len, beam_size, length_penalty, min_length)
+    return {"tokens": np.array(seq, dtype=np.int64), "score": np.array(score)}
+
+
+def _beam_is_clear(kind, seed, vocab, max_len, beam_size, length_penalty, min_length=0, live_best=False,
+                   limited_differs=False) -> bool:
+    """Beam 1: a clear greedy path. Unlimited beam: a clear winner (gap > 1e-3) that greedy misses (and, with
+    ``live_best``, one that never produced <eos>). Limited beam: no near-tie at any cut, and (with
+    ``limited_differs``) a result that differs from greedy decoding and from a beam that never freezes its
+    finished hypotheses (so that the case catches that classic bug)."""
+    if kind == "hand":
+        return True
+    if beam_size == 1:
+        return _greedy_is_clear(kind, seed, vocab, max_len, 0.0)
+    fn = _StepFn(kind, seed, vocab, max_len, max_calls=10**6)
+    greedy, _ = _greedy_reference(_StepFn(kind, seed, vocab, max_len, max_calls=10**6), max_len)
+    if beam_size < vocab**max_len:
+        seq, _, gap = _beam_reference(fn, max_len, beam_size, length_penalty, min_length)
+        if gap <= 1e-3:
+            return False
+        if not limited_differs:
+            return True
+        unfrozen = _unfrozen_beam(_StepFn(kind, seed, vocab, max_len, max_calls=10**6), max_len, beam_size, length_penalty,
+                                  min_length)
+        return seq != greedy and seq != unfrozen
+    values = []
+    for n in range(1, max_len + 1):
+        for body in itertools.product(range(vocab), repeat=n):
+            if EOS in body[:-1] or (n < max_len and body[-1] != EOS) or (body[-1] == EOS and n < min_length):
+                continue
+            seq, score = [BOS], 0.0
+            for token in body:
+                score += float(_logp(fn, seq)[token])
+                seq.append(token)
+            values.append((score / _gnmt(n, length_penalty), seq))
+    values.sort(key=lambda item: item[0])
+    best = values[-1][1]
+    return (values[-1][0] - values[-2][0] > 1e-3 and greedy != best
+            and (not live_best or best[-1] != EOS))
 
 
 def _greedy_is_clear(kind, seed, vocab, max_len, eos_penalty) -> bool:
@@ -2120,127 +2404,76 @@ def _greedy_is_clear(kind, seed, vocab, max_len, eos_penalty) -> bool:
     return True
 
 
-def _beam_is_clear(kind, seed, vocab, max_len, beam_size, length_penalty, live_best=False) -> bool:
-    """Beam 1: a clear greedy path. Unlimited beam: a clear winner (gap > 1e-3) that greedy misses
-    (and, with ``live_best``, one that never produced <eos>)."""
-    if kind == "hand":
-        return True
-    if beam_size == 1:
-        return _greedy_is_clear(kind, seed, vocab, max_len, 0.0)
-    fn = _StepFn(kind, seed, vocab, max_len, max_calls=10**6)
-    values = []
-    for n in range(1, max_len + 1):
-        for body in itertools.product(range(vocab), repeat=n):
-            if EOS in body[:-1] or (n < max_len and body[-1] != EOS):
-                continue
-            seq, score = [BOS], 0.0
-            for token in body:
-                score += float(_logp(fn, seq)[token])
-                seq.append(token)
-            values.append((score / n**length_penalty, seq))
-    values.sort(key=lambda item: item[0])
-    best = values[-1][1]
-    greedy, _ = _greedy_reference(_StepFn(kind, seed, vocab, max_len, max_calls=10**6), max_len)
-    return (values[-1][0] - values[-2][0] > 1e-3 and greedy != best
-            and (not live_best or best[-1] != EOS))
-
-
-def _p_greedy(ns: ModuleType, args) -> Arrays:
-    kind, seed, vocab, max_len, eos_penalty = args
-    fn = _StepFn(kind, seed, vocab, max_len, eos_penalty=eos_penalty)
-    out = ns.greedy_decode(fn, BOS, EOS, max_len)
-    return {"tokens": to_array(out, f"greedy_decode(step_fn, bos_id={BOS}, eos_id={EOS}, max_len={max_len})", kind="i")}
-
-
-def _e_greedy(kind, seed, vocab, max_len, eos_penalty) -> Arrays:
-    if kind == "hand":
-        return {"tokens": np.array(HAND_GREEDY, dtype=np.int64)}
-    seq, _ = _greedy_reference(_StepFn(kind, seed, vocab, max_len, eos_penalty=eos_penalty), max_len)
-    return {"tokens": np.array(seq, dtype=np.int64)}
-
-
-_GREEDY_HINT = ("Start from [bos_id]; repeat up to max_len times: logits = step_fn(prefix), append argmax; stop right after appending "
-                "eos_id. Return a 1-D torch.long tensor that starts with bos_id (and ends with eos_id if it was produced).")
-for _id, _args in {
-    "10.1-hand-table": ("hand", 0, 4, 5, 0.0),
-    "10.1-random-table": ("random", 1001, 7, 8, 0.0),
-    "10.1-stops-at-max-len": ("random", 1002, 6, 4, 100.0),
-    "10.1-random-vocab-12": ("random", 1003, 12, 10, 0.0),
-}.items():
-    _add(_id, "10.1", 2, partial(_p_greedy, args=_args), partial(_e_greedy, *_args), _GREEDY_HINT,
-         robust=partial(_greedy_is_clear, *_args))
-
-
-def _p_beam(ns: ModuleType, args) -> Arrays:
-    kind, seed, vocab, max_len, beam_size, length_penalty = args
-    fn = _StepFn(kind, seed, vocab, max_len, max_calls=20000)
-    tokens, score = _pair(
-        ns.beam_search(fn, BOS, EOS, max_len, beam_size, length_penalty),
-        f"beam_search(step_fn, bos_id, eos_id, max_len={max_len}, beam_size={beam_size}, length_penalty={length_penalty})",
-        ("tokens", "score"),
-    )
-    return {"tokens": to_array(tokens, "tokens", kind="i"), "score": to_array(score, "score", kind="f").reshape(())}
-
-
-def _e_beam(kind, seed, vocab, max_len, beam_size, length_penalty) -> Arrays:
-    fn = _StepFn(kind, seed, vocab, max_len, max_calls=10**6)
-    if kind == "hand" and beam_size == 2:
-        seq, score = HAND_BEAM2, math.log(0.40) + math.log(0.89)  # worked by hand above
-        score /= (len(seq) - 1) ** length_penalty
-    elif beam_size == 1:
-        seq, score = _greedy_reference(fn, max_len)
-        score /= (len(seq) - 1) ** length_penalty
-    else:
-        assert beam_size >= vocab**max_len, "expected values need beam 1, the hand table, or an unlimited beam"
-        seq, score = _exhaustive_reference(fn, max_len, length_penalty)
-    return {"tokens": np.array(seq, dtype=np.int64), "score": np.array(score)}
-
-
-_BEAM_HINT = ("Keep (tokens, score) hypotheses with score = sum of log_softmax(step_fn(prefix))[token]. Each step, extend every "
-              "live hypothesis by every token, keep the beam_size best candidates; a candidate that ends in eos_id is finished. Stop "
+_BEAM_HINT = ("Keep (tokens, score) hypotheses, score = sum of log_softmax(step_fn(prefix))[token] (eos_id gets -inf while the "
+              "hypothesis has fewer than min_length - 1 generated tokens). Each step, extend every LIVE hypothesis by every token and "
+              "keep the beam_size best candidates; a kept candidate ending in eos_id is finished and is never extended again. Stop "
               "when none is live or after max_len steps; return the best of the finished (and, at max_len, live) hypotheses by "
-              "score / n_generated**length_penalty, with that normalised score.")
+              "score / ((5 + n) / 6) ** alpha (n = generated tokens, eos included), with that normalised score.")
 # The random tables are seeded so that greedy decoding does NOT find the best sequence; with
-# length_penalty 1 (seed 1019) the best is a hypothesis still live at max_len (no <eos>).
-for _id, _args in {
-    "10.2-hand-table-beam-2-beats-greedy": ("hand", 0, 4, 5, 2, 0.0),
-    "10.2-beam-1-equals-greedy-hand": ("hand", 0, 4, 5, 1, 0.0),
-    "10.2-beam-1-equals-greedy-random": ("random", 1011, 6, 6, 1, 0.0),
-    "10.2-unlimited-beam-is-exhaustive": ("random", 1023, 4, 3, 64, 0.0),
-    "10.2-unlimited-beam-length-penalty-1": ("random", 1019, 4, 3, 64, 1.0),
-    "10.2-unlimited-beam-length-penalty-0.6": ("random", 1035, 3, 4, 81, 0.6),
-}.items():
-    _add(_id, "10.2", 2, partial(_p_beam, args=_args), partial(_e_beam, *_args), _BEAM_HINT, atol=1e-5,
-         robust=partial(_beam_is_clear, *_args, live_best=_id.endswith("length-penalty-1")))
+# alpha 2 the best is a hypothesis still live at max_len (no <eos>); the limited beams
+# (the drawn cases) do not find greedy's answer either.
+_BEAM_SPECS = {
+    # id: (args (kind, seed, vocab, max_len, beam_size, alpha), min_length, points)
+    "10.2-hand-table-beam-2-beats-greedy": (("hand", 0, 4, 5, 2, 0.0), 0, 2),
+    "10.2-hand-table-beam-2-min-length-3": (("hand", 0, 4, 5, 2, 0.0), 3, 2),
+    "10.2-beam-1-equals-greedy-hand": (("hand", 0, 4, 5, 1, 0.0), 0, 1),
+    "10.2-beam-1-equals-greedy-random": (("random", 1011, 6, 6, 1, 0.0), 0, 1),
+    "10.2-unlimited-beam-is-exhaustive": (("random", 1023, 4, 3, 64, 0.0), 0, 1),
+    "10.2-unlimited-beam-alpha-2-best-is-live": (("random", 1042, 4, 3, 64, 2.0), 0, 1),
+    "10.2-unlimited-beam-alpha-0.6-min-length-2": (("random", 1035, 3, 4, 81, 0.6), 2, 1),
+    # limited beams, drawn so that the answer differs from greedy decoding and from a beam that never freezes
+    "10.2-drawn-beam-3-alpha-0.6": (("random", 1038, 5, 5, 3, 0.6), 0, 3),
+    "10.2-drawn-beam-2-min-length-3": (("random", 1041, 4, 5, 2, 0.0), 3, 3),
+    "10.2-drawn-beam-2-alpha-0.6-min-length-2": (("random", 1038, 5, 5, 2, 0.6), 2, 3),
+    "10.2-drawn-beam-2-vocab-3": (("random", 1044, 3, 6, 2, 0.0), 0, 3),
+}
+for _id, (_args, _min_length, _points) in _BEAM_SPECS.items():
+    _add(_id, "10.2", _points, partial(_p_beam, args=_args, min_length=_min_length), partial(_e_beam, *_args, _min_length),
+         _BEAM_HINT, atol=1e-5,
+         robust=partial(_beam_is_clear, *_args, _min_length, live_best=_id.endswith("best-is-live"),
+                        limited_differs=_id.startswith("10.2-drawn")))
+
 
 def _p_beam_rejects(ns: ModuleType) -> Arrays:
     return {
         "raised_for_beam_size_0": _raises_value_error(lambda: ns.beam_search(_StepFn("hand"), BOS, EOS, 5, 0)),
         "raised_for_max_len_0": _raises_value_error(lambda: ns.beam_search(_StepFn("hand"), BOS, EOS, 0, 2)),
+        "raised_for_min_length_above_max_len": _raises_value_error(
+            lambda: ns.beam_search(_StepFn("hand"), BOS, EOS, 3, 2, 0.0, 4)),
     }
 
 
-_add("10.2-rejects-beam-size-0", "10.2", 1, _p_beam_rejects,
-     lambda: {"raised_for_beam_size_0": np.array(True), "raised_for_max_len_0": np.array(True)},
-     "Raise ValueError (naming the argument) when beam_size < 1 or max_len < 1, before decoding anything.")
+_add("10.2-rejects-bad-sizes", "10.2", 1, _p_beam_rejects,
+     lambda: {"raised_for_beam_size_0": np.array(True), "raised_for_max_len_0": np.array(True),
+              "raised_for_min_length_above_max_len": np.array(True)},
+     "Raise ValueError (naming the argument) when beam_size < 1, max_len < 1 or min_length > max_len, before decoding anything.")
 
+
+# --- 10.3: temperature, top-k and top-p (one top_p per row) ----------------------------------------------
 #: hand-worked filtering example: probabilities 0.10, 0.50, 0.05, 0.20, 0.15 (in this order)
 HAND_PROBS = (0.10, 0.50, 0.05, 0.20, 0.15)
 _FILTER_SPECS = {
-    # id: (logits source, top_k, top_p)
-    "10.3-hand-top-p-0.8": ("hand", 0, 0.8),
-    "10.3-hand-top-k-2": ("hand", 2, 1.0),
-    "10.3-hand-top-k-4-then-top-p-0.72": ("hand", 4, 0.72),
-    "10.3-random-top-k-10": ((1021, (4, 50)), 10, 1.0),
-    "10.3-random-top-p-0.9": ((1022, (3, 20)), 0, 0.9),
-    "10.3-random-3d-top-k-5-top-p-0.5": ((1023, (2, 3, 30)), 5, 0.5),
-    "10.3-no-filtering": ((1024, (2, 8)), 0, 1.0),
-    "10.3-top-k-larger-than-vocab": ((1025, (2, 6)), 10, 1.0),
+    # id: (logits source, temperature, top_k, top_p (a float or "rows": one drawn value per row))
+    "10.3-hand-top-p-0.8": ("hand", 1.0, 0, 0.8),
+    "10.3-hand-temperature-2-top-p-0.8": ("hand", 2.0, 0, 0.8),
+    "10.3-hand-temperature-0.5-top-p-0.8": ("hand", 0.5, 0, 0.8),
+    "10.3-hand-top-k-4-then-top-p-0.72": ("hand", 1.0, 4, 0.72),
+    "10.3-random-top-k-10-temperature-0.7": ((1021, (4, 50)), 0.7, 10, 1.0),
+    "10.3-random-top-p-per-row": ((1022, (5, 20)), 1.0, 0, "rows"),
+    "10.3-random-3d-temperature-1.5-top-k-5-top-p-per-row": ((1023, (2, 3, 30)), 1.5, 5, "rows"),
+    "10.3-random-3d-temperature-0.6-top-p-0.5": ((1027, (2, 2, 12)), 0.6, 0, 0.5),
+    "10.3-random-temperature-1.3-top-k-6-top-p-0.6": ((1028, (6, 16)), 1.3, 6, 0.6),
+    "10.3-random-temperature-0.8-top-k-4-top-p-per-row": ((1029, (6, 10)), 0.8, 4, "rows"),
+    "10.3-temperature-only": ((1024, (2, 8)), 1.7, 0, 1.0),
+    "10.3-top-k-larger-than-vocab": ((1025, (2, 6)), 1.0, 10, 1.0),
 }
 #: the hand-worked kept masks (expected values only)
 _FILTER_HAND_KEPT = {
     "10.3-hand-top-p-0.8": (False, True, False, True, True),  # 0.5 + 0.2 = 0.7 < 0.8, + 0.15 = 0.85
-    "10.3-hand-top-k-2": (False, True, False, True, False),
+    # T = 2: p ~ sqrt(p) = .152 .340 .107 .215 .186; mass before .152 is .340 + .215 + .186 = .741 < .8: kept
+    "10.3-hand-temperature-2-top-p-0.8": (True, True, False, True, True),
+    # T = 0.5: p ~ p^2 = .031 .769 .008 .123 .069; .769 < .8 keeps .123, then .892 >= .8 removes the rest
+    "10.3-hand-temperature-0.5-top-p-0.8": (False, True, False, True, False),
     # top-k 4 drops 0.05; renormalised 0.5/0.95 + 0.2/0.95 = 0.737 >= 0.72, so 0.15 is dropped too
     # (without renormalising, 0.5 + 0.2 = 0.70 < 0.72 would keep it)
     "10.3-hand-top-k-4-then-top-p-0.72": (False, True, False, True, False),
@@ -2255,34 +2488,46 @@ def _filter_logits(key) -> torch.Tensor:
     return _randn(seed, *shape, scale=2.0)
 
 
-def _filter_reference(logits: np.ndarray, top_k: int, top_p: float) -> np.ndarray:
-    """Kept mask: top-k first, then top-p on the renormalised remaining probabilities (closed form per row)."""
-    flat = logits.reshape(-1, logits.shape[-1])
+def _filter_top_p(key):
+    """The top_p argument: a float, or a float32 tensor of shape logits.shape[:-1] (one value per row, in [0.3, 0.95])."""
+    source, _, _, top_p = _FILTER_SPECS[key]
+    if top_p != "rows":
+        return top_p
+    seed, shape = source
+    return 0.3 + _randint(seed + 100, 0, 66, *shape[:-1]).float() / 100.0
+
+
+def _filter_reference(logits: np.ndarray, temperature: float, top_k: int, top_p) -> np.ndarray:
+    """Kept mask: temperature, top-k, then top-p on the renormalised remaining probabilities (closed form per row)."""
+    flat = logits.reshape(-1, logits.shape[-1]) / temperature
+    ps = np.broadcast_to(np.asarray(top_p, dtype=np.float64), logits.shape[:-1]).reshape(-1)
     keep = np.ones_like(flat, dtype=bool)
     for r, row in enumerate(flat):
         order = np.argsort(-row, kind="stable")
         if 0 < top_k < row.size:
             keep[r, order[top_k:]] = False
-        if top_p < 1.0:
+        if ps[r] < 1.0:
             p = np.exp(row - row.max()) * keep[r]
             p = p / p.sum()
             before = np.cumsum(p[order]) - p[order]  # probability mass of the strictly better tokens
-            keep[r, order[before >= top_p]] = False
+            keep[r, order[before >= ps[r]]] = False
     return keep.reshape(logits.shape)
 
 
 def _filter_is_clear(key) -> bool:
     """Every row keeps clear of the top-p boundary (> 1e-4) and has distinct logits around the k-th."""
-    source, top_k, top_p = _FILTER_SPECS[key]
+    source, temperature, top_k, _ = _FILTER_SPECS[key]
     if source == "hand":
         return True
-    logits = _filter_logits(key).double().numpy()
+    top_p = _filter_top_p(key)
+    logits = _filter_logits(key).double().numpy() / temperature
     rows = logits.reshape(-1, logits.shape[-1])
+    ps = np.broadcast_to(np.asarray(top_p, dtype=np.float64), logits.shape[:-1]).reshape(-1)
     if top_k and np.diff(np.sort(rows, axis=-1), axis=-1).min() <= 1e-6:
         return False
-    if top_p >= 1.0:
-        return True
-    for row in rows:
+    for row, p_row in zip(rows, ps):
+        if p_row >= 1.0:
+            continue
         order = np.argsort(-row)
         keep = np.ones_like(row, dtype=bool)
         if 0 < top_k < row.size:
@@ -2290,50 +2535,59 @@ def _filter_is_clear(key) -> bool:
         p = np.exp(row - row.max()) * keep
         p /= p.sum()
         before = np.cumsum(p[order]) - p[order]
-        if np.min(np.abs(before[keep[order]] - top_p)) <= 1e-4:
+        if np.min(np.abs(before[keep[order]] - p_row)) <= 1e-4:
             return False
     return True
 
 
 def _p_filter(ns: ModuleType, key) -> Arrays:
-    _, top_k, top_p = _FILTER_SPECS[key]
-    logits = _filter_logits(key)
-    out = ns.top_k_top_p_filtering(logits, top_k, top_p)
-    arr = to_array(out, f"top_k_top_p_filtering(logits, top_k={top_k}, top_p={top_p})", kind="f")
+    _, temperature, top_k, _ = _FILTER_SPECS[key]
+    logits, top_p = _filter_logits(key), _filter_top_p(key)
+    shown = "a tensor of one value per row" if isinstance(top_p, torch.Tensor) else top_p
+    out = ns.top_k_top_p_filtering(logits, temperature, top_k, top_p)
+    arr = to_array(out, f"top_k_top_p_filtering(logits, temperature={temperature}, top_k={top_k}, top_p={shown})", kind="f")
     kept = np.isfinite(arr)
     return {"kept": kept, "values": np.where(kept, arr, 0.0), "removed_are_minus_inf": np.array(bool(np.all(arr[~kept] == -np.inf)))}
 
 
 def _e_filter(key) -> Arrays:
-    _, top_k, top_p = _FILTER_SPECS[key]
+    _, temperature, top_k, _ = _FILTER_SPECS[key]
     hand = _FILTER_HAND_KEPT.get(key)
     logits = _filter_logits(key).double().numpy()
-    kept = np.array(hand) if hand is not None else _filter_reference(logits, top_k, top_p)
-    return {"kept": kept, "values": np.where(kept, logits, 0.0), "removed_are_minus_inf": np.array(True)}
+    top_p = _filter_top_p(key)
+    top_p = top_p.double().numpy() if isinstance(top_p, torch.Tensor) else top_p
+    kept = np.array(hand) if hand is not None else _filter_reference(logits, temperature, top_k, top_p)
+    return {"kept": kept, "values": np.where(kept, logits / temperature, 0.0), "removed_are_minus_inf": np.array(True)}
 
 
-_FILTER_HINT = ("Set removed logits to float('-inf') and leave kept ones unchanged. top_k: keep the k largest per row (0 = off, "
-                "k >= vocab keeps all). Then top_p on the softmax of the REMAINING logits: sort descending and keep a token while "
-                "the probability of the tokens before it is < top_p (the best token is always kept).")
+_FILTER_HINT = ("First divide the logits by temperature; return THOSE scaled logits, with removed entries float('-inf'). top_k: keep "
+                "the k largest per row (0 = off, k >= vocab keeps all). Then top_p on the softmax of the REMAINING scaled logits: sort "
+                "descending and keep a token while the probability of the tokens before it is < top_p of its row (a tensor top_p "
+                "has one value per row: top_p[..., None] broadcasts it).")
 for _id in _FILTER_SPECS:
-    _add(_id, "10.3", 1, partial(_p_filter, key=_id), partial(_e_filter, _id), _FILTER_HINT,
+    _add(_id, "10.3", 1 if _FILTER_SPECS[_id][0] == "hand" or "only" in _id or "larger" in _id else 2, partial(_p_filter, key=_id), partial(_e_filter, _id), _FILTER_HINT,
          robust=partial(_filter_is_clear, _id))
 
 
 def _p_filter_rejects(ns: ModuleType) -> Arrays:
-    logits = _randn(1026, 5)
+    logits = _randn(1026, 3, 5)
     return {
-        "raised_for_top_p_0": _raises_value_error(lambda: ns.top_k_top_p_filtering(logits, 0, 0.0)),
-        "raised_for_top_p_1.5": _raises_value_error(lambda: ns.top_k_top_p_filtering(logits, 0, 1.5)),
-        "raised_for_top_k_-1": _raises_value_error(lambda: ns.top_k_top_p_filtering(logits, -1, 1.0)),
+        "raised_for_top_p_0": _raises_value_error(lambda: ns.top_k_top_p_filtering(logits, 1.0, 0, 0.0)),
+        "raised_for_top_p_1.5": _raises_value_error(lambda: ns.top_k_top_p_filtering(logits, 1.0, 0, 1.5)),
+        "raised_for_one_row_top_p_1.5": _raises_value_error(
+            lambda: ns.top_k_top_p_filtering(logits, 1.0, 0, torch.tensor([0.5, 1.5, 0.9]))),
+        "raised_for_top_k_-1": _raises_value_error(lambda: ns.top_k_top_p_filtering(logits, 1.0, -1, 1.0)),
+        "raised_for_temperature_0": _raises_value_error(lambda: ns.top_k_top_p_filtering(logits, 0.0, 0, 1.0)),
     }
 
 
 _add("10.3-rejects-bad-arguments", "10.3", 1, _p_filter_rejects,
-     lambda: {k: np.array(True) for k in ("raised_for_top_p_0", "raised_for_top_p_1.5", "raised_for_top_k_-1")},
-     "Raise ValueError naming the argument when top_p is outside (0, 1] or top_k is negative.")
+     lambda: {k: np.array(True) for k in ("raised_for_top_p_0", "raised_for_top_p_1.5", "raised_for_one_row_top_p_1.5",
+                                          "raised_for_top_k_-1", "raised_for_temperature_0")},
+     "Raise ValueError naming the argument when temperature <= 0, top_k < 0, or top_p (any of its values) is outside (0, 1].")
 
 
+# --- 10.4: one step with a KV cache ----------------------------------------------------------------------
 def _kv_inputs(seed, batch, n_heads, seq_len, d_k):
     return (_randn(seed, batch, n_heads, seq_len, d_k), _randn(seed + 1, batch, n_heads, seq_len, d_k),
             _randn(seed + 2, batch, n_heads, seq_len, d_k))
@@ -2419,3 +2673,431 @@ def _p_kv_rejects(ns: ModuleType) -> Arrays:
 _add("10.4-rejects-one-missing-cache", "10.4", 1, _p_kv_rejects,
      lambda: {"raised_for_v_cache_missing": np.array(True), "raised_for_k_cache_missing": np.array(True)},
      "k_cache and v_cache go together: raise ValueError when exactly one of them is None.")
+
+
+# --- 10.5: n-gram blocking --------------------------------------------------------------------------------
+def _prefix_list(rows: list[list[int]]) -> list[torch.Tensor]:
+    return [torch.tensor(row, dtype=torch.long) for row in rows]
+
+
+#: hand-worked prefixes (vocab 6) and, per n, the banned tokens of each row
+_NGRAM_HAND_ROWS = [[5, 3, 5], [2, 2, 2], [1, 2, 3], [4], [], [1, 2, 1, 2]]
+_NGRAM_HAND_BANNED = {
+    # n = 1: every token that occurred
+    1: [{3, 5}, {2}, {1, 2, 3}, {4}, set(), {1, 2}],
+    # n = 2: the tokens that followed the last token before: 5 was followed by 3; 2 by 2; 3 by nothing;
+    # a single token has no bigram yet; 2 was followed by 1
+    2: [{3}, {2}, set(), set(), set(), {1}],
+    # n = 3: the last two tokens (3, 5) never occurred before; (2, 2) was followed by 2; (2, 3) no; (1, 2) by 1
+    3: [set(), {2}, set(), set(), set(), {1}],
+}
+_NGRAM_VOCAB = 6
+
+
+def _banned_reference(rows: list[list[int]], n: int, vocab: int) -> np.ndarray:
+    """By enumeration: x is banned iff (last n - 1 tokens, x) is one of the row's n-grams."""
+    out = np.zeros((len(rows), vocab), dtype=bool)
+    for r, row in enumerate(rows):
+        grams = {tuple(row[i:i + n]) for i in range(len(row) - n + 1)}
+        context = tuple(row[len(row) - (n - 1):]) if n > 1 else ()
+        for x in range(vocab):
+            out[r, x] = len(row) >= n - 1 and (context + (x,)) in grams
+    return out
+
+
+def _ngram_rows(key: str) -> list[list[int]]:
+    if key == "hand":
+        return [list(row) for row in _NGRAM_HAND_ROWS]
+    seed, vocab, lengths = key
+    return [_randint(seed + i, 0, vocab, length).tolist() if length else [] for i, length in enumerate(lengths)]
+
+
+def _p_banned(ns: ModuleType, key, n: int, vocab: int) -> Arrays:
+    out = ns.banned_tokens(_prefix_list(_ngram_rows(key)), n, vocab)
+    return {"banned": to_array(out, f"banned_tokens(prefixes, n={n}, vocab_size={vocab})", kind="b")}
+
+
+def _e_banned(key, n: int, vocab: int) -> Arrays:
+    rows = _ngram_rows(key)
+    if key == "hand":
+        banned = np.zeros((len(rows), vocab), dtype=bool)
+        for r, tokens in enumerate(_NGRAM_HAND_BANNED[n][: len(rows)]):
+            banned[r, sorted(tokens)] = True
+        return {"banned": banned}
+    return {"banned": _banned_reference(rows, n, vocab)}
+
+
+_NGRAM_HINT = ("Row r: collect the n-grams of prefixes[r] (tuples of n consecutive tokens). Token x is banned when the last n - 1 "
+               "tokens followed by x form one of them (n = 1: every token that occurred). A prefix with fewer than n tokens bans "
+               "nothing. Return a bool tensor (len(prefixes), vocab_size), True = banned.")
+for _id, (_key, _n, _vocab) in {
+    "10.5-hand-bigrams": ("hand", 2, _NGRAM_VOCAB),
+    "10.5-hand-trigrams": ("hand", 3, _NGRAM_VOCAB),
+    "10.5-hand-unigrams": ("hand", 1, _NGRAM_VOCAB),
+    "10.5-drawn-bigrams": ((1051, 4, (0, 1, 2, 5, 9, 14)), 2, 4),
+    "10.5-drawn-trigrams-vocab-3": ((1061, 3, (2, 3, 7, 12, 20)), 3, 5),
+}.items():
+    _add(_id, "10.5", 2, partial(_p_banned, key=_key, n=_n, vocab=_vocab), partial(_e_banned, _key, _n, _vocab), _NGRAM_HINT)
+
+#: A next-token model that loops: its logits depend only on the last token (vocab 6: <bos>=0, <eos>=1, 2..5).
+#: Greedy decoding repeats 2 3 2 3 ...; the blocked decodings below are worked by hand.
+LOOP_LOGITS = (
+    (-1e4, 0.0, 3.0, 1.0, 0.5, 0.2),   # after <bos>: 2
+    (-1e4, 0.0, 0.0, 0.0, 0.0, 0.0),   # after <eos> (never used)
+    (-1e4, 1.0, 0.0, 4.0, 2.0, 0.5),   # after 2: 3, then 4, <eos>, 5
+    (-1e4, 1.0, 4.0, 0.0, 0.3, 2.5),   # after 3: 2, then 5, <eos>, 4
+    (-1e4, 2.5, 1.0, 0.0, 0.0, 3.0),   # after 4: 5, then <eos>
+    (-1e4, 3.0, 2.0, 1.0, 0.0, 0.0),   # after 5: <eos>
+)
+#: greedy with blocking of repeated n-grams (tokens after <bos>), max 10 tokens:
+#:   n = 1: 2, 3, then 2 and 3 are banned -> 5, <eos>
+#:   n = 2: 2, 3, 2, then (2, 3) would repeat -> 4, 5, <eos>
+#:   n = 3: 2, 3, 2, 3, then (2, 3, 2) would repeat -> 5, <eos>
+#:   no blocking: 2, 3, 2, 3, ... for all 10 tokens
+_LOOP_HAND = {1: [2, 3, 5, EOS], 2: [2, 3, 2, 4, 5, EOS], 3: [2, 3, 2, 3, 5, EOS]}
+_LOOP_MAX_LEN = 10
+
+
+def _p_loop(ns: ModuleType) -> Arrays:
+    logits_table = torch.tensor(LOOP_LOGITS)
+    out = {}
+    for n in (1, 2, 3):
+        generated, last = [], BOS
+        for _ in range(_LOOP_MAX_LEN):
+            banned = ns.banned_tokens([torch.tensor(generated, dtype=torch.long)], n, logits_table.size(1))
+            banned = to_array(banned, f"banned_tokens([generated], n={n}, vocab_size=6)", kind="b")
+            if banned.shape != (1, logits_table.size(1)):
+                raise TypeError(f"banned_tokens must return shape (len(prefixes), vocab_size) = (1, 6); got {banned.shape}")
+            logits = logits_table[last].masked_fill(torch.from_numpy(banned[0]), float("-inf"))
+            last = int(torch.argmax(logits))
+            generated.append(last)
+            if last == EOS:
+                break
+        out[f"greedy_blocking_n{n}"] = np.array(generated, dtype=np.int64)
+    return out
+
+
+_add("10.5-looping-model-greedy-with-blocking", "10.5", 2, _p_loop,
+     lambda: {f"greedy_blocking_n{n}": np.array(seq, dtype=np.int64) for n, seq in _LOOP_HAND.items()},
+     "This case decodes a model that loops (2 3 2 3 ...) greedily, banning your banned_tokens(...) at every step: "
+     "with n = 2 the third 3 must be banned (the bigram (2, 3) occurred), so the decoder turns to 4, 5, <eos>. " + _NGRAM_HINT)
+
+
+def _p_banned_rejects(ns: ModuleType) -> Arrays:
+    rows = _prefix_list([[1, 2, 1], [3]])
+    return {
+        "raised_for_n_0": _raises_value_error(lambda: ns.banned_tokens(rows, 0, 4)),
+        "raised_for_token_beyond_vocab": _raises_value_error(lambda: ns.banned_tokens(_prefix_list([[1, 2], [7]]), 2, 4)),
+    }
+
+
+_add("10.5-rejects-bad-arguments", "10.5", 1, _p_banned_rejects,
+     lambda: {"raised_for_n_0": np.array(True), "raised_for_token_beyond_vocab": np.array(True)},
+     "Raise ValueError naming the argument when n < 1 or a prefix holds an id outside [0, vocab_size).")
+
+
+# ===========================================================================
+# Chapter 11 - pitfalls
+# ===========================================================================
+class _Planted:
+    """A sequence layer with a planted dependency pattern: ``fn(x)``, x ``(L, d)`` float -> ``(L_out, d)``.
+
+    ``causal`` / ``leaks-next`` / ``ignores-first`` / ``bidirectional``: ``x + tanh(attention(x))`` with the
+    mask ``j <= i`` / ``j <= i + 1`` / ``1 <= j <= i`` / all (masked weights exactly 0);
+    ``strided``: ``tanh(x[0::2] W1 + x[1::2] W2)`` (``L_out = L / 2``);
+    ``shift``: output ``i`` is ``x[i - 1] W1`` and output 0 is zeros.
+    """
+
+    def __init__(self, kind: str, seed: int, length: int, d: int):
+        self.kind, self.length, self.d = kind, length, d
+        self.weights = _randn(seed, 4, d, d, scale=d**-0.5)
+
+    def mask(self) -> torch.Tensor:
+        i = torch.arange(self.length)[:, None]
+        j = torch.arange(self.length)[None, :]
+        return {"causal": j <= i, "leaks-next": j <= i + 1, "ignores-first": (j <= i) & (j >= 1),
+                "bidirectional": torch.ones(self.length, self.length, dtype=torch.bool)}[self.kind]
+
+    def __call__(self, x: object) -> torch.Tensor:
+        if not isinstance(x, torch.Tensor) or x.dim() != 2 or tuple(x.shape) != (self.length, self.d) or not x.dtype.is_floating_point:
+            got = f"shape {tuple(x.shape)}, dtype {x.dtype}" if isinstance(x, torch.Tensor) else type(x).__name__
+            raise TypeError(f"fn expects a float tensor of shape (L_in, d) = ({self.length}, {self.d}), like x; got {got}")
+        w = self.weights.to(x.dtype)
+        if self.kind == "strided":
+            return torch.tanh(x[0::2] @ w[0] + x[1::2] @ w[1])
+        if self.kind == "shift":
+            return torch.cat([torch.zeros_like(x[:1]), x[:-1] @ w[0]], dim=0)
+        mask = self.mask()
+        scores = (x @ w[0]) @ (x @ w[1]).T / math.sqrt(self.d)
+        weights = torch.softmax(scores.masked_fill(~mask, torch.finfo(x.dtype).min), dim=-1) * mask
+        return x + torch.tanh(weights @ (x @ w[2]))
+
+
+def _planted_expected(kind: str, length: int) -> np.ndarray:
+    """From the construction of the planted layer (output i, input j)."""
+    i = np.arange(length)[:, None]
+    j = np.arange(length)[None, :]
+    if kind == "strided":
+        return (j // 2 == np.arange(length // 2)[:, None])
+    if kind == "shift":
+        return j == i - 1
+    allowed = {"causal": j <= i, "leaks-next": j <= i + 1, "ignores-first": (j <= i) & (j >= 1),
+               "bidirectional": np.ones((length, length), dtype=bool)}[kind]
+    return allowed | (i == j)  # the residual connection: output i always depends on input i
+
+
+_PLANTED_SPECS = {
+    # id: (kind, seed, L_in (the drawn length is within 2 of it), d)
+    "11.1-drawn-correct-causal-layer": ("causal", 1101, 6, 4),
+    "11.1-drawn-layer-that-leaks-the-next-token": ("leaks-next", 1102, 7, 4),
+    "11.1-drawn-layer-that-ignores-the-first-position": ("ignores-first", 1103, 5, 3),
+    "11.1-drawn-bidirectional-layer": ("bidirectional", 1104, 4, 4),
+    "11.1-drawn-strided-layer-l-out-half-of-l-in": ("strided", 1105, 6, 3),
+    "11.1-drawn-shift-layer-first-output-constant": ("shift", 1106, 5, 2),
+}
+
+
+def _planted_length(key: str) -> int:
+    """The drawn sequence length of a case: between L_in - 2 and L_in + 2 of its spec (even for the strided layer)."""
+    kind, seed, length, _ = _PLANTED_SPECS[key]
+    length = length - 2 + int(_randint(seed + 70, 0, 5, 1)[0])
+    return length + (length % 2) if kind == "strided" else length
+
+
+def _p_dependency(ns: ModuleType, key: str) -> Arrays:
+    kind, seed, _, d = _PLANTED_SPECS[key]
+    length = _planted_length(key)
+    fn, x = _Planted(kind, seed, length, d), _randn(seed + 50, length, d)
+    return {"depends": to_array(ns.dependency_matrix(fn, x), f"dependency_matrix(fn, x) for x of shape ({length}, {d})", kind="b")}
+
+
+def _e_dependency(key: str) -> Arrays:
+    return {"depends": _planted_expected(_PLANTED_SPECS[key][0], _planted_length(key))}
+
+
+_DEPENDENCY_HINT = ("Return a bool tensor of shape (L_out, L_in): entry [i, j] is True when output position i changes with input "
+                    "position j. With autograd: J = torch.autograd.functional.jacobian(fn, x) has shape (L_out, d_out, L_in, d); "
+                    "reduce it with J.abs().amax(dim=(1, 3)) > 1e-6. (Rows are outputs, columns are inputs; a constant output row "
+                    "is all False.)")
+for _id, (_kind, _seed, _length, _d) in _PLANTED_SPECS.items():
+    _add(_id, "11.1", 2, partial(_p_dependency, key=_id), partial(_e_dependency, _id), _DEPENDENCY_HINT)
+
+
+def _p_dependency_rejects(ns: ModuleType) -> Arrays:
+    fn = _Planted("causal", 1107, 4, 2)
+    return {
+        "raised_for_1d_x": _raises_value_error(lambda: ns.dependency_matrix(fn, torch.ones(4))),
+        "raised_for_3d_x": _raises_value_error(lambda: ns.dependency_matrix(fn, torch.ones(1, 4, 2))),
+    }
+
+
+_add("11.1-rejects-x-not-2d", "11.1", 1, _p_dependency_rejects,
+     lambda: {"raised_for_1d_x": np.array(True), "raised_for_3d_x": np.array(True)},
+     "Raise ValueError naming x when it is not a 2-D tensor (L_in, d), before calling fn.")
+
+
+# --- 11.2: the loss floors of a source-blind decoder -----------------------------------------------------
+def _entropy_of(counts: dict) -> float:
+    total = sum(counts.values())
+    return -sum(c / total * math.log(c / total) for c in counts.values())
+
+
+def _floors_reference(rows: list[list[int]], pad_id: int) -> tuple[float, float]:
+    """Counting with dictionaries: H(Y) and H(Y | position) = sum_p (n_p / N) H(Y | p)."""
+    unigram, by_position = {}, {}
+    for row in rows:
+        for p, token in enumerate(row):
+            if token == pad_id:
+                continue
+            unigram[token] = unigram.get(token, 0) + 1
+            by_position.setdefault(p, {})
+            by_position[p][token] = by_position[p].get(token, 0) + 1
+    total = sum(unigram.values())
+    conditional = sum(sum(c.values()) / total * _entropy_of(c) for c in by_position.values())
+    return _entropy_of(unigram), conditional
+
+
+#: hand-worked: tokens 4 5 2 / 4 2 / 5 5 2 (pad 0): counts 4:2, 5:3, 2:3 of N = 8;
+#: position 0 {4, 4, 5}, position 1 {5, 2, 5}, position 2 {2, 2}
+_FLOORS_HAND = [[4, 5, 2], [4, 2, 0], [5, 5, 2]]
+_FLOORS_HAND_VALUES = (
+    -(2 / 8 * math.log(2 / 8) + 2 * (3 / 8) * math.log(3 / 8)),                    # 1.0822 nats
+    2 * (3 / 8) * -(2 / 3 * math.log(2 / 3) + 1 / 3 * math.log(1 / 3)) + 0.0,      # 0.4774 nats
+)
+#: every sequence is "4 5 2": the position determines the token, so the position-aware floor is 0 (unigram log 3)
+_FLOORS_FIXED = [[4, 5, 2]] * 4
+_FLOORS_FIXED_VALUES = (math.log(3), 0.0)
+
+_FLOORS_SPECS = {
+    # id: (source, pad_id)
+    "11.2-hand-padded-batch": ("hand", 0),
+    "11.2-position-determines-the-token": ("fixed", 0),
+    "11.2-drawn-padded-batch": ((1121, 7, 3, 9), 0),
+    "11.2-drawn-pad-id-1-no-padding": ((1122, 6, 6, 6), 1),
+    "11.2-drawn-padded-batch-of-12": ((1123, 12, 2, 7), 0),
+}
+
+
+def _floors_rows(key: str) -> list[list[int]]:
+    source, pad_id = _FLOORS_SPECS[key]
+    if source == "hand":
+        return [list(r) for r in _FLOORS_HAND]
+    if source == "fixed":
+        return [list(r) for r in _FLOORS_FIXED]
+    seed, batch, min_len, max_len = source
+    lengths = _randint(seed, min_len, max_len + 1, batch).tolist()
+    tokens = _randint(seed + 1, 2, 8, batch, max_len)
+    tokens[tokens == pad_id] = 9                                   # no real token equals pad_id
+    for r, n in enumerate(lengths):
+        tokens[r, n - 1] = 9 if pad_id != 9 else 8                 # each sentence ends with its "<eos>"
+        tokens[r, n:] = pad_id
+    return tokens.tolist()
+
+
+def _p_floors(ns: ModuleType, key: str) -> Arrays:
+    _, pad_id = _FLOORS_SPECS[key]
+    targets = torch.tensor(_floors_rows(key), dtype=torch.long)
+    unigram, positional = _pair(ns.loss_floors(targets, pad_id), f"loss_floors(targets, pad_id={pad_id})",
+                                ("unigram_entropy", "position_entropy"))
+    return {"unigram_entropy": to_array(unigram, "unigram_entropy", kind="f").reshape(()),
+            "position_entropy": to_array(positional, "position_entropy", kind="f").reshape(())}
+
+
+def _e_floors(key: str) -> Arrays:
+    source, pad_id = _FLOORS_SPECS[key]
+    values = {"hand": _FLOORS_HAND_VALUES, "fixed": _FLOORS_FIXED_VALUES}.get(source) if isinstance(source, str) else None
+    if values is None:
+        values = _floors_reference(_floors_rows(key), pad_id)
+    return {"unigram_entropy": np.array(values[0]), "position_entropy": np.array(values[1])}
+
+
+_FLOORS_HINT = ("Skip the pad_id entries. unigram_entropy = -sum_w f_w log f_w over ALL real target tokens (natural log). "
+                "position_entropy = sum over positions p of (n_p / N) * H(tokens at position p): each position's entropy weighted "
+                "by its share of the tokens (not a plain mean over positions). Return the pair (unigram, position-aware).")
+for _id in _FLOORS_SPECS:
+    _add(_id, "11.2", 2, partial(_p_floors, key=_id), partial(_e_floors, _id), _FLOORS_HINT)
+
+
+def _p_floors_rejects(ns: ModuleType) -> Arrays:
+    return {
+        "raised_for_1d_targets": _raises_value_error(lambda: ns.loss_floors(torch.tensor([4, 5, 2]), 0)),
+        "raised_for_only_padding": _raises_value_error(lambda: ns.loss_floors(torch.zeros(2, 3, dtype=torch.long), 0)),
+    }
+
+
+_add("11.2-rejects-bad-targets", "11.2", 1, _p_floors_rejects,
+     lambda: {"raised_for_1d_targets": np.array(True), "raised_for_only_padding": np.array(True)},
+     "Raise ValueError naming targets when it is not 2-D (batch, tgt_len) or holds no token other than pad_id.")
+
+
+# --- 11.3: a divergence detector ------------------------------------------------------------------------
+_NAN, _INF = float("nan"), float("inf")
+#: hand-worked: (losses, k) -> first divergent step (0-based), -1 = none
+_DIVERGENCE_HAND = {
+    "spikes": [
+        ((3.0, 2.5, 2.0, 2.2, 7.0, _NAN), 3.0),   # 7.0 > 3 * 2.0                          -> 4
+        ((3.0, 2.5, 2.0, 2.2, 7.0, 3.0), 4.0),    # 7.0 <= 4 * 2.0, nothing else            -> -1
+        ((2.0, 1.0, 2.5, 2.9, 3.2), 3.0),         # 3.2 > 3 * min(2, 1, 2.5, 2.9) = 3.0     -> 4 (3.2 < 3 * 2.9)
+        ((1.0, 0.9, 0.8), 2.0),                   # decreasing                              -> -1
+        ((4.0, 1.0, 3.0), 3.0),                   # 3.0 is not ABOVE 3 * 1.0                -> -1
+    ],
+    "non-finite": [
+        ((3.0, 2.5, 2.0, 2.2, 7.0, _NAN), 4.0),   # the NaN                                 -> 5
+        ((2.0, 1.5, _INF), 10.0),                 # inf                                     -> 2
+        ((_NAN, 1.0), 2.0),                       # the very first step                     -> 0
+        ((5.0, -_INF, 1.0), 2.0),                 # -inf is not finite either               -> 1
+    ],
+}
+_DIVERGENCE_HAND_STEPS = {"spikes": [4, -1, 4, -1, -1], "non-finite": [5, 2, 0, 1]}
+
+
+def _divergence_drawn(seed: int, spike: bool, nan: bool, k: float) -> tuple[list[float], int, int]:
+    """A decaying loss curve with +-5 % noise (never k times its running minimum), then a spike of (k + 2) x at a
+    drawn step and/or a NaN at a later drawn step."""
+    n = 40
+    noise = _randint(seed, 0, 1001, n).double() / 1000.0
+    losses = [3.0 * math.exp(-0.05 * t) * (0.95 + 0.1 * float(u)) for t, u in enumerate(noise)]
+    at = [int(v) for v in _randint(seed + 1, 5, 20, 2)]
+    spike_at, nan_at = at[0], at[0] + 1 + at[1]
+    if spike:
+        losses[spike_at] *= k + 2.0
+    if nan:
+        losses[nan_at] = _NAN
+    return losses, spike_at, nan_at
+
+
+def _divergence_slow_rise(seed: int, k: float) -> list[float]:
+    """Down for 15 steps, then up by about 8 % a step (+-2 % noise): no step is k times the one before, but the
+    curve crosses k times its running minimum after about 15 more steps."""
+    noise = _randint(seed, 0, 1001, 40).double() / 1000.0
+    return [(3.0 * 0.9 ** min(t, 15) * 1.08 ** max(t - 15, 0)) * (0.98 + 0.04 * float(u)) for t, u in enumerate(noise)]
+
+
+def _divergence_reference(losses: list[float], k: float) -> int:
+    best = None
+    for t, loss in enumerate(losses):
+        if not math.isfinite(loss):
+            return t
+        if best is not None and loss > k * best:
+            return t
+        best = loss if best is None else min(best, loss)
+    return -1
+
+
+_DIVERGENCE_DRAWN = {
+    "11.3-drawn-spike": (1131, True, False, 2.5),
+    "11.3-drawn-nan-after-a-spike": (1132, True, True, 3.0),
+    "11.3-drawn-nan-only": (1133, False, True, 2.0),
+    "11.3-drawn-healthy-run": (1134, False, False, 2.0),
+    "11.3-drawn-slow-rise-above-the-running-minimum": (1135, "slow", False, 3.0),
+}
+
+
+def _divergence_inputs(key: str) -> list[tuple[torch.Tensor, float]]:
+    if key in _DIVERGENCE_HAND:
+        return [(torch.tensor(losses, dtype=torch.float32), k) for losses, k in _DIVERGENCE_HAND[key]]
+    seed, spike, nan, k = _DIVERGENCE_DRAWN[key]
+    if spike == "slow":
+        return [(torch.tensor(_divergence_slow_rise(seed, k), dtype=torch.float32), k)]
+    return [(torch.tensor(_divergence_drawn(seed, spike, nan, k)[0], dtype=torch.float32), k)]
+
+
+def _p_divergence(ns: ModuleType, key: str) -> Arrays:
+    steps = []
+    for losses, k in _divergence_inputs(key):
+        step = to_array(ns.first_divergence(losses, k), f"first_divergence(losses, k={k})", kind="i")
+        if step.shape != ():
+            raise TypeError(f"first_divergence must return one int (the step, or -1); got an array of shape {step.shape}")
+        steps.append(step)
+    return {"first_divergent_step": np.array(steps, dtype=np.float64 if any(s.dtype.kind == "f" for s in steps) else np.int64)}
+
+
+def _e_divergence(key: str) -> Arrays:
+    if key in _DIVERGENCE_HAND:
+        return {"first_divergent_step": np.array(_DIVERGENCE_HAND_STEPS[key], dtype=np.int64)}
+    steps = [_divergence_reference(losses.double().tolist(), k) for losses, k in _divergence_inputs(key)]
+    return {"first_divergent_step": np.array(steps, dtype=np.int64)}
+
+
+_DIVERGENCE_HINT = ("Walk the losses in order, keeping the minimum of the losses BEFORE the current step. Step t diverges when its "
+                    "loss is not finite (NaN, inf or -inf: use math.isfinite / torch.isfinite - a comparison with NaN is always "
+                    "False) or when it is strictly above k times that running minimum. Return the first such t (0-based) as an "
+                    "int, or -1 when there is none.")
+for _id in ("spikes", "non-finite"):
+    _add(f"11.3-hand-{_id}", "11.3", 2, partial(_p_divergence, key=_id), partial(_e_divergence, _id), _DIVERGENCE_HINT)
+for _id in _DIVERGENCE_DRAWN:
+    _add(_id, "11.3", 2 if "healthy" not in _id else 1, partial(_p_divergence, key=_id), partial(_e_divergence, _id),
+         _DIVERGENCE_HINT)
+
+
+def _p_divergence_rejects(ns: ModuleType) -> Arrays:
+    losses = torch.tensor([3.0, 2.0, 1.0])
+    return {
+        "raised_for_k_1": _raises_value_error(lambda: ns.first_divergence(losses, 1.0)),
+        "raised_for_2d_losses": _raises_value_error(lambda: ns.first_divergence(losses[None], 2.0)),
+    }
+
+
+_add("11.3-rejects-bad-arguments", "11.3", 1, _p_divergence_rejects,
+     lambda: {"raised_for_k_1": np.array(True), "raised_for_2d_losses": np.array(True)},
+     "Raise ValueError naming the argument when k <= 1 or losses is not 1-D.")

@@ -81,6 +81,7 @@ BUILTINS_BY_FUNCTION: dict[str, tuple[str, ...]] = {
     "greedy_decode": ("course_lib.decoding",),
     "beam_search": ("course_lib.decoding",),
     "top_k_top_p_filtering": ("course_lib.decoding",),
+    "banned_tokens": ("course_lib.decoding",),
     "kv_cache_step": ("course_lib.attention.KVCache", "course_lib.attention.MultiHeadAttention",
                       "torch.nn.MultiheadAttention", "torch.nn.modules.activation.MultiheadAttention",
                       "course_lib.model"),

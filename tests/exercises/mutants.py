@@ -1258,66 +1258,133 @@ def noam_lr_with_peak(step, warmup_steps, peak_lr):
 """),
     ],
     "10.1": [
-        ("does not stop at eos", """
-def greedy_decode(step_fn, bos_id, eos_id, max_len):
-    tokens = [bos_id]
+        ("stops every row at the first eos of any row", """
+def greedy_decode(step_fn, batch_size, bos_id, eos_id, pad_id, max_len):
+    if batch_size < 1 or max_len < 1:
+        raise ValueError("size")
+    ys = torch.full((batch_size, 1), bos_id, dtype=torch.long)
     for _ in range(max_len):
-        tokens.append(int(step_fn(torch.tensor(tokens)).argmax()))
-    return torch.tensor(tokens)
+        nxt = step_fn(ys).argmax(-1)
+        ys = torch.cat([ys, nxt[:, None]], 1)
+        if bool((nxt == eos_id).any()):
+            break
+    return ys
 """),
-        ("eos left out of the result", """
-def greedy_decode(step_fn, bos_id, eos_id, max_len):
-    tokens = [bos_id]
+        ("finished rows keep generating (no padding after eos)", """
+def greedy_decode(step_fn, batch_size, bos_id, eos_id, pad_id, max_len):
+    if batch_size < 1 or max_len < 1:
+        raise ValueError("size")
+    ys = torch.full((batch_size, 1), bos_id, dtype=torch.long)
+    done = torch.zeros(batch_size, dtype=torch.bool)
     for _ in range(max_len):
-        t = int(step_fn(torch.tensor(tokens)).argmax())
-        if t == eos_id:
+        nxt = step_fn(ys).argmax(-1)
+        ys = torch.cat([ys, nxt[:, None]], 1)
+        done |= nxt == eos_id
+        if bool(done.all()):
             break
-        tokens.append(t)
-    return torch.tensor(tokens)
+    return ys
 """),
-        ("one token too many (max_len + 1)", """
-def greedy_decode(step_fn, bos_id, eos_id, max_len):
-    tokens = [bos_id]
-    for _ in range(max_len + 1):
-        tokens.append(int(step_fn(torch.tensor(tokens)).argmax()))
-        if tokens[-1] == eos_id:
+        ("always runs max_len steps", """
+def greedy_decode(step_fn, batch_size, bos_id, eos_id, pad_id, max_len):
+    if batch_size < 1 or max_len < 1:
+        raise ValueError("size")
+    ys = torch.full((batch_size, 1), bos_id, dtype=torch.long)
+    done = torch.zeros(batch_size, dtype=torch.bool)
+    for _ in range(max_len):
+        nxt = torch.where(done, torch.full_like(ys[:, 0], pad_id), step_fn(ys).argmax(-1))
+        ys = torch.cat([ys, nxt[:, None]], 1)
+        done |= nxt == eos_id
+    return ys
+"""),
+        ("the eos itself replaced by padding", """
+def greedy_decode(step_fn, batch_size, bos_id, eos_id, pad_id, max_len):
+    if batch_size < 1 or max_len < 1:
+        raise ValueError("size")
+    ys = torch.full((batch_size, 1), bos_id, dtype=torch.long)
+    done = torch.zeros(batch_size, dtype=torch.bool)
+    for _ in range(max_len):
+        nxt = step_fn(ys).argmax(-1)
+        done |= nxt == eos_id
+        nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)
+        ys = torch.cat([ys, nxt[:, None]], 1)
+        if bool(done.all()):
             break
-    return torch.tensor(tokens)
+    return ys
+"""),
+        ("only the rows still running are given to step_fn", """
+def greedy_decode(step_fn, batch_size, bos_id, eos_id, pad_id, max_len):
+    if batch_size < 1 or max_len < 1:
+        raise ValueError("size")
+    ys = torch.full((batch_size, 1), bos_id, dtype=torch.long)
+    done = torch.zeros(batch_size, dtype=torch.bool)
+    for _ in range(max_len):
+        nxt = torch.full((batch_size,), pad_id, dtype=torch.long)
+        nxt[~done] = step_fn(ys[~done]).argmax(-1)
+        ys = torch.cat([ys, nxt[:, None]], 1)
+        done |= nxt == eos_id
+        if bool(done.all()):
+            break
+    return ys
 """),
     ],
     "10.2": [
         ("greedy whatever the beam size", """
-def beam_search(step_fn, bos_id, eos_id, max_len, beam_size, length_penalty=0.0):
+def beam_search(step_fn, bos_id, eos_id, max_len, beam_size, alpha=0.0, min_length=0):
+    if beam_size < 1 or max_len < 1 or min_length > max_len:
+        raise ValueError("bad")
     tokens, score = [bos_id], 0.0
     for _ in range(max_len):
         lp = torch.log_softmax(step_fn(torch.tensor(tokens)).double(), -1)
+        if len(tokens) < min_length:
+            lp[eos_id] = -math.inf
         t = int(lp.argmax())
         tokens.append(t)
         score += float(lp[t])
         if t == eos_id:
             break
-    return torch.tensor(tokens), score / (len(tokens) - 1) ** length_penalty
+    return torch.tensor(tokens), score / ((5 + len(tokens) - 1) / 6) ** alpha
 """),
-        ("raw logits summed instead of log-probabilities", """
-def beam_search(step_fn, bos_id, eos_id, max_len, beam_size, length_penalty=0.0):
-    live, done = [([bos_id], 0.0)], []
+        ("never freezes finished hypotheses (keeps extending them after eos)", """
+def beam_search(step_fn, bos_id, eos_id, max_len, beam_size, alpha=0.0, min_length=0):
+    if beam_size < 1 or max_len < 1 or min_length > max_len:
+        raise ValueError("bad")
+    beam = [([bos_id], 0.0)]
     for _ in range(max_len):
         cands = []
-        for toks, sc in live:
-            for t, lp in enumerate(step_fn(torch.tensor(toks)).double().tolist()):
-                cands.append((toks + [t], sc + lp))
-        cands.sort(key=lambda c: c[1], reverse=True)
-        live = []
-        for toks, sc in cands[:beam_size]:
-            (done if toks[-1] == eos_id else live).append((toks, sc))
-        if not live:
-            break
-    norm = lambda h: h[1] / (len(h[0]) - 1) ** length_penalty
-    best = max(done + live, key=norm)
+        for toks, sc in beam:
+            lp = torch.log_softmax(step_fn(torch.tensor(toks)).double(), -1)
+            if len(toks) < min_length:
+                lp[eos_id] = -math.inf
+            cands += [(toks + [t], sc + v) for t, v in enumerate(lp.tolist())]
+        beam = sorted(cands, key=lambda c: c[1], reverse=True)[:beam_size]
+    norm = lambda h: h[1] / ((5 + len(h[0]) - 1) / 6) ** alpha
+    best = max(beam, key=norm)
     return torch.tensor(best[0]), norm(best)
 """),
-        ("length penalty ignored", """
-def beam_search(step_fn, bos_id, eos_id, max_len, beam_size, length_penalty=0.0):
+        ("never freezes, but cuts the result at its first eos", """
+def beam_search(step_fn, bos_id, eos_id, max_len, beam_size, alpha=0.0, min_length=0):
+    if beam_size < 1 or max_len < 1 or min_length > max_len:
+        raise ValueError("bad")
+    beam = [([bos_id], 0.0, 0.0)]   # tokens, score up to the first eos, running score
+    for _ in range(max_len):
+        cands = []
+        for toks, sc, run in beam:
+            lp = torch.log_softmax(step_fn(torch.tensor(toks)).double(), -1)
+            if len(toks) < min_length:
+                lp[eos_id] = -math.inf
+            ended = eos_id in toks[1:]
+            cands += [(toks + [t], sc if ended else sc + v, run + v) for t, v in enumerate(lp.tolist())]
+        beam = sorted(cands, key=lambda c: c[2], reverse=True)[:beam_size]
+    def cut(h):
+        toks = h[0][: h[0].index(eos_id, 1) + 1] if eos_id in h[0][1:] else h[0]
+        return toks, h[1] / ((5 + len(toks) - 1) / 6) ** alpha
+    best = max((cut(h) for h in beam), key=lambda c: c[1])
+    return torch.tensor(best[0]), best[1]
+"""),
+        ("min_length ignored", """
+def beam_search(step_fn, bos_id, eos_id, max_len, beam_size, alpha=0.0, min_length=0):
+    if beam_size < 1 or max_len < 1 or min_length > max_len:
+        raise ValueError("bad")
     live, done = [([bos_id], 0.0)], []
     for _ in range(max_len):
         cands = []
@@ -1330,49 +1397,133 @@ def beam_search(step_fn, bos_id, eos_id, max_len, beam_size, length_penalty=0.0)
             (done if toks[-1] == eos_id else live).append((toks, sc))
         if not live:
             break
-    best = max(done + live, key=lambda h: h[1])
-    return torch.tensor(best[0]), best[1]
+    norm = lambda h: h[1] / ((5 + len(h[0]) - 1) / 6) ** alpha
+    best = max(done + live, key=norm)
+    return torch.tensor(best[0]), norm(best)
+"""),
+        ("length penalty n ** alpha instead of ((5 + n) / 6) ** alpha", """
+def beam_search(step_fn, bos_id, eos_id, max_len, beam_size, alpha=0.0, min_length=0):
+    if beam_size < 1 or max_len < 1 or min_length > max_len:
+        raise ValueError("bad")
+    live, done = [([bos_id], 0.0)], []
+    for _ in range(max_len):
+        cands = []
+        for toks, sc in live:
+            lp = torch.log_softmax(step_fn(torch.tensor(toks)).double(), -1)
+            if len(toks) < min_length:
+                lp[eos_id] = -math.inf
+            cands += [(toks + [t], sc + v) for t, v in enumerate(lp.tolist())]
+        cands.sort(key=lambda c: c[1], reverse=True)
+        live = []
+        for toks, sc in cands[:beam_size]:
+            (done if toks[-1] == eos_id else live).append((toks, sc))
+        if not live:
+            break
+    norm = lambda h: h[1] / (len(h[0]) - 1) ** alpha
+    best = max(done + live, key=norm)
+    return torch.tensor(best[0]), norm(best)
+"""),
+        ("min_length renormalises the other tokens", """
+def beam_search(step_fn, bos_id, eos_id, max_len, beam_size, alpha=0.0, min_length=0):
+    if beam_size < 1 or max_len < 1 or min_length > max_len:
+        raise ValueError("bad")
+    live, done = [([bos_id], 0.0)], []
+    for _ in range(max_len):
+        cands = []
+        for toks, sc in live:
+            logits = step_fn(torch.tensor(toks)).double()
+            if len(toks) < min_length:
+                logits[eos_id] = -math.inf
+            cands += [(toks + [t], sc + v) for t, v in enumerate(torch.log_softmax(logits, -1).tolist())]
+        cands.sort(key=lambda c: c[1], reverse=True)
+        live = []
+        for toks, sc in cands[:beam_size]:
+            (done if toks[-1] == eos_id else live).append((toks, sc))
+        if not live:
+            break
+    norm = lambda h: h[1] / ((5 + len(h[0]) - 1) / 6) ** alpha
+    best = max(done + live, key=norm)
+    return torch.tensor(best[0]), norm(best)
 """),
     ],
     "10.3": [
-        ("top-p on the probabilities before top-k", """
-def top_k_top_p_filtering(logits, top_k=0, top_p=1.0):
-    if top_k < 0 or not 0 < top_p <= 1:
+        ("temperature applied after the filters (top-p on the unscaled probabilities)", """
+def top_k_top_p_filtering(logits, temperature=1.0, top_k=0, top_p=1.0):
+    if temperature <= 0 or top_k < 0:
         raise ValueError("arg")
+    top_p = torch.as_tensor(top_p, dtype=torch.float64)
+    if not bool(((top_p > 0) & (top_p <= 1)).all()):
+        raise ValueError("top_p")
     out = logits.clone()
-    probs = torch.softmax(logits, -1)
-    if 0 < top_k < logits.shape[-1]:
-        kth = torch.topk(logits, top_k).values[..., -1:]
-        out = out.masked_fill(logits < kth, float("-inf"))
-    if top_p < 1:
-        sp, order = torch.sort(probs, descending=True)
-        remove = (sp.cumsum(-1) - sp) >= top_p
-        out = out.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
-    return out
+    if 0 < top_k < out.shape[-1]:
+        out = out.masked_fill(out < torch.topk(out, top_k).values[..., -1:], float("-inf"))
+    sl, order = torch.sort(out, descending=True)
+    p = torch.softmax(sl.double(), -1)
+    remove = (p.cumsum(-1) - p) >= top_p.expand(out.shape[:-1])[..., None]
+    return out.masked_fill(remove.scatter(-1, order, remove), float("-inf")) / temperature
+"""),
+        ("returns the unscaled logits", """
+def top_k_top_p_filtering(logits, temperature=1.0, top_k=0, top_p=1.0):
+    if temperature <= 0 or top_k < 0:
+        raise ValueError("arg")
+    top_p = torch.as_tensor(top_p, dtype=torch.float64)
+    if not bool(((top_p > 0) & (top_p <= 1)).all()):
+        raise ValueError("top_p")
+    out = logits / temperature
+    if 0 < top_k < out.shape[-1]:
+        out = out.masked_fill(out < torch.topk(out, top_k).values[..., -1:], float("-inf"))
+    sl, order = torch.sort(out, descending=True)
+    p = torch.softmax(sl.double(), -1)
+    remove = (p.cumsum(-1) - p) >= top_p.expand(out.shape[:-1])[..., None]
+    remove = remove.scatter(-1, order, remove)
+    return logits.masked_fill(remove | torch.isinf(out), float("-inf"))
+"""),
+        ("one top_p for every row (the first)", """
+def top_k_top_p_filtering(logits, temperature=1.0, top_k=0, top_p=1.0):
+    if temperature <= 0 or top_k < 0:
+        raise ValueError("arg")
+    top_p = float(torch.as_tensor(top_p).flatten()[0])
+    if not 0 < top_p <= 1:
+        raise ValueError("top_p")
+    out = logits / temperature
+    if 0 < top_k < out.shape[-1]:
+        out = out.masked_fill(out < torch.topk(out, top_k).values[..., -1:], float("-inf"))
+    sl, order = torch.sort(out, descending=True)
+    p = torch.softmax(sl.double(), -1)
+    remove = (p.cumsum(-1) - p) >= top_p
+    return out.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
+"""),
+        ("top-p on the probabilities before top-k", """
+def top_k_top_p_filtering(logits, temperature=1.0, top_k=0, top_p=1.0):
+    if temperature <= 0 or top_k < 0:
+        raise ValueError("arg")
+    top_p = torch.as_tensor(top_p, dtype=torch.float64)
+    if not bool(((top_p > 0) & (top_p <= 1)).all()):
+        raise ValueError("top_p")
+    scaled = logits / temperature
+    out = scaled.clone()
+    if 0 < top_k < out.shape[-1]:
+        out = out.masked_fill(out < torch.topk(out, top_k).values[..., -1:], float("-inf"))
+    sl, order = torch.sort(scaled, descending=True)
+    p = torch.softmax(sl.double(), -1)
+    remove = (p.cumsum(-1) - p) >= top_p.expand(out.shape[:-1])[..., None]
+    return out.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
 """),
         ("top-p keeps a token only if the mass INCLUDING it is < top_p", """
-def top_k_top_p_filtering(logits, top_k=0, top_p=1.0):
-    if top_k < 0 or not 0 < top_p <= 1:
+def top_k_top_p_filtering(logits, temperature=1.0, top_k=0, top_p=1.0):
+    if temperature <= 0 or top_k < 0:
         raise ValueError("arg")
-    out = logits.clone()
-    if 0 < top_k < logits.shape[-1]:
-        kth = torch.topk(out, top_k).values[..., -1:]
-        out = out.masked_fill(out < kth, float("-inf"))
-    if top_p < 1:
+    top_p = torch.as_tensor(top_p, dtype=torch.float64)
+    if not bool(((top_p > 0) & (top_p <= 1)).all()):
+        raise ValueError("top_p")
+    out = logits / temperature
+    if 0 < top_k < out.shape[-1]:
+        out = out.masked_fill(out < torch.topk(out, top_k).values[..., -1:], float("-inf"))
+    if bool((top_p < 1).any()):
         sl, order = torch.sort(out, descending=True)
-        remove = torch.softmax(sl, -1).cumsum(-1) >= top_p
+        remove = torch.softmax(sl.double(), -1).cumsum(-1) >= top_p.expand(out.shape[:-1])[..., None]
         remove[..., 0] = False
         out = out.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
-    return out
-"""),
-        ("removed logits set to a large negative number", """
-def top_k_top_p_filtering(logits, top_k=0, top_p=1.0):
-    if top_k < 0 or not 0 < top_p <= 1:
-        raise ValueError("arg")
-    out = logits.clone()
-    if 0 < top_k < logits.shape[-1]:
-        kth = torch.topk(out, top_k).values[..., -1:]
-        out = out.masked_fill(out < kth, -1e9)
     return out
 """),
     ],
@@ -1392,6 +1543,217 @@ def kv_cache_step(q_new, k_new, v_new, k_cache=None, v_cache=None):
     mask = torch.ones(n, n, dtype=torch.bool).tril()
     s = (q_new @ k_new.transpose(-2, -1) / math.sqrt(q_new.shape[-1])).masked_fill(~mask, float("-inf"))
     return torch.softmax(s, -1) @ v_new, k, v
+"""),
+    ],
+    "10.5": [
+        ("bans every token that occurred (n ignored)", """
+def banned_tokens(prefixes, n, vocab_size):
+    if n < 1:
+        raise ValueError("n")
+    out = torch.zeros(len(prefixes), vocab_size, dtype=torch.bool)
+    for r, p in enumerate(prefixes):
+        if len(p) and (int(p.min()) < 0 or int(p.max()) >= vocab_size):
+            raise ValueError("id")
+        out[r, p.long()] = True
+    return out
+"""),
+        ("context of n tokens instead of n - 1", """
+def banned_tokens(prefixes, n, vocab_size):
+    if n < 1:
+        raise ValueError("n")
+    out = torch.zeros(len(prefixes), vocab_size, dtype=torch.bool)
+    for r, p in enumerate(prefixes):
+        t = p.tolist()
+        if any(x < 0 or x >= vocab_size for x in t):
+            raise ValueError("id")
+        ctx = tuple(t[len(t) - n:]) if len(t) >= n else None
+        for s in range(len(t) - n):
+            if tuple(t[s:s + n]) == ctx:
+                out[r, t[s + n]] = True
+    return out
+"""),
+        ("bans the FIRST token of the matching n-gram", """
+def banned_tokens(prefixes, n, vocab_size):
+    if n < 1:
+        raise ValueError("n")
+    out = torch.zeros(len(prefixes), vocab_size, dtype=torch.bool)
+    for r, p in enumerate(prefixes):
+        t = p.tolist()
+        if any(x < 0 or x >= vocab_size for x in t):
+            raise ValueError("id")
+        ctx = tuple(t[len(t) - (n - 1):]) if n > 1 else ()
+        for s in range(len(t) - n + 1):
+            if tuple(t[s + 1:s + n]) == ctx:
+                out[r, t[s]] = True
+    return out
+"""),
+        ("the last n-gram is compared with itself (bans the last token)", """
+def banned_tokens(prefixes, n, vocab_size):
+    if n < 1:
+        raise ValueError("n")
+    out = torch.zeros(len(prefixes), vocab_size, dtype=torch.bool)
+    for r, p in enumerate(prefixes):
+        t = p.tolist()
+        if any(x < 0 or x >= vocab_size for x in t):
+            raise ValueError("id")
+        ctx = tuple(t[len(t) - n:-1]) if n > 1 else ()
+        for s in range(len(t) - n + 1):
+            if tuple(t[s:s + n - 1]) == ctx:
+                out[r, t[s + n - 1]] = True
+    return out
+"""),
+        ("no validation of the ids", """
+def banned_tokens(prefixes, n, vocab_size):
+    if n < 1:
+        raise ValueError("n")
+    out = torch.zeros(len(prefixes), vocab_size, dtype=torch.bool)
+    for r, p in enumerate(prefixes):
+        t = [x for x in p.tolist() if 0 <= x < vocab_size]
+        ctx = tuple(t[len(t) - (n - 1):]) if n > 1 else ()
+        for s in range(len(t) - n + 1):
+            if tuple(t[s:s + n - 1]) == ctx:
+                out[r, t[s + n - 1]] = True
+    return out
+"""),
+    ],
+    "11.1": [
+        ("transposed: (L_in, L_out)", """
+def dependency_matrix(fn, x):
+    if x.dim() != 2:
+        raise ValueError("x")
+    jac = torch.autograd.functional.jacobian(fn, x)
+    return (jac.abs().amax(dim=(1, 3)) > 1e-6).T
+"""),
+        ("one backward pass of fn(x).sum(): the same row for every output", """
+def dependency_matrix(fn, x):
+    if x.dim() != 2:
+        raise ValueError("x")
+    x = x.clone().requires_grad_(True)
+    out = fn(x)
+    (grad,) = torch.autograd.grad(out.sum(), x)
+    return (grad.abs().sum(-1) > 1e-6)[None, :].expand(out.shape[0], -1)
+"""),
+        ("assumes L_out == L_in and a diagonal that always depends", """
+def dependency_matrix(fn, x):
+    if x.dim() != 2:
+        raise ValueError("x")
+    jac = torch.autograd.functional.jacobian(fn, x)
+    dep = jac.abs().amax(dim=(1, 3)) > 1e-6
+    n = x.shape[0]
+    return dep[:n, :n] | torch.eye(n, dtype=torch.bool)
+"""),
+        ("Jacobian reduced over the wrong axes", """
+def dependency_matrix(fn, x):
+    if x.dim() != 2:
+        raise ValueError("x")
+    jac = torch.autograd.functional.jacobian(fn, x)
+    return jac.abs().amax(dim=(0, 2)) > 1e-6
+"""),
+    ],
+    "11.2": [
+        ("padding counted as a token", """
+def loss_floors(targets, pad_id):
+    if targets.dim() != 2 or not bool((targets != pad_id).any()):
+        raise ValueError("targets")
+    def h(t):
+        _, c = torch.unique(t, return_counts=True)
+        f = c.double() / c.sum()
+        return float(-(f * f.log()).sum())
+    N = targets.numel()
+    return h(targets.flatten()), sum(targets.shape[0] / N * h(targets[:, p]) for p in range(targets.shape[1]))
+"""),
+        ("position entropy: plain mean over positions", """
+def loss_floors(targets, pad_id):
+    if targets.dim() != 2 or not bool((targets != pad_id).any()):
+        raise ValueError("targets")
+    def h(t):
+        _, c = torch.unique(t, return_counts=True)
+        f = c.double() / c.sum()
+        return float(-(f * f.log()).sum())
+    cols = [targets[:, p][targets[:, p] != pad_id] for p in range(targets.shape[1])]
+    cols = [c for c in cols if c.numel()]
+    return h(targets[targets != pad_id]), sum(h(c) for c in cols) / len(cols)
+"""),
+        ("log base 2 (bits, not nats)", """
+def loss_floors(targets, pad_id):
+    if targets.dim() != 2 or not bool((targets != pad_id).any()):
+        raise ValueError("targets")
+    def h(t):
+        _, c = torch.unique(t, return_counts=True)
+        f = c.double() / c.sum()
+        return float(-(f * f.log2()).sum())
+    real = targets[targets != pad_id]
+    total = 0.0
+    for p in range(targets.shape[1]):
+        col = targets[:, p][targets[:, p] != pad_id]
+        if col.numel():
+            total += col.numel() / real.numel() * h(col)
+    return h(real), total
+"""),
+        ("the unigram entropy given for both floors", """
+def loss_floors(targets, pad_id):
+    if targets.dim() != 2 or not bool((targets != pad_id).any()):
+        raise ValueError("targets")
+    _, c = torch.unique(targets[targets != pad_id], return_counts=True)
+    f = c.double() / c.sum()
+    h = float(-(f * f.log()).sum())
+    return h, h
+"""),
+    ],
+    "11.3": [
+        ("NaN slips through (only compares with k x min)", """
+def first_divergence(losses, k):
+    if k <= 1 or losses.dim() != 1:
+        raise ValueError("bad")
+    best = None
+    for t, v in enumerate(losses.tolist()):
+        if best is not None and v > k * best:
+            return t
+        best = v if best is None else min(best, v)
+    return -1
+"""),
+        ("running mean instead of the running minimum", """
+def first_divergence(losses, k):
+    if k <= 1 or losses.dim() != 1:
+        raise ValueError("bad")
+    seen = []
+    for t, v in enumerate(losses.tolist()):
+        if not math.isfinite(v) or (seen and v > k * sum(seen) / len(seen)):
+            return t
+        seen.append(v)
+    return -1
+"""),
+        ("compares with the previous loss, not the running minimum", """
+def first_divergence(losses, k):
+    if k <= 1 or losses.dim() != 1:
+        raise ValueError("bad")
+    values = losses.tolist()
+    for t, v in enumerate(values):
+        if not math.isfinite(v) or (t > 0 and v > k * values[t - 1]):
+            return t
+    return -1
+"""),
+        ("1-based step numbers", """
+def first_divergence(losses, k):
+    if k <= 1 or losses.dim() != 1:
+        raise ValueError("bad")
+    best = None
+    for t, v in enumerate(losses.tolist()):
+        if not math.isfinite(v) or (best is not None and v > k * best):
+            return t + 1
+        best = v if best is None else min(best, v)
+    return -1
+"""),
+        (">= instead of >", """
+def first_divergence(losses, k):
+    if k <= 1 or losses.dim() != 1:
+        raise ValueError("bad")
+    best = None
+    for t, v in enumerate(losses.tolist()):
+        if not math.isfinite(v) or (best is not None and v >= k * best):
+            return t
+        best = v if best is None else min(best, v)
+    return -1
 """),
     ],
 }

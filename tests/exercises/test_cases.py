@@ -230,9 +230,64 @@ def test_unlimited_beams_would_fail_greedy():
     for c in cases.CASES:
         if c.exercise == "10.2" and "unlimited" in c.id:
             kind, seed, vocab, max_len, beam_size, alpha = c.produce.keywords["args"]
+            min_length = c.produce.keywords.get("min_length", 0)
             greedy, _ = cases._greedy_reference(cases._StepFn(kind, seed, vocab, max_len, max_calls=10**6), max_len)
-            best, _ = cases._exhaustive_reference(cases._StepFn(kind, seed, vocab, max_len, max_calls=10**6), max_len, alpha)
+            best, _ = cases._exhaustive_reference(cases._StepFn(kind, seed, vocab, max_len, max_calls=10**6), max_len, alpha,
+                                                  min_length)
             assert greedy != best, c.id
+
+
+def test_beam_reference_agrees_with_enumeration_and_the_hand_table():
+    """The limited-beam reference of 10.2 is the exhaustive search when the beam holds everything, and
+    reproduces the hand-worked beams (with and without min_length)."""
+    for seed, vocab, max_len, alpha, min_length in ((1023, 4, 3, 0.0, 0), (1042, 4, 3, 2.0, 0), (1035, 3, 4, 0.6, 2),
+                                                    (7, 3, 4, 0.6, 3)):
+        fn = lambda: cases._StepFn("random", seed, vocab, max_len, max_calls=10**6)
+        seq, value, _ = cases._beam_reference(fn(), max_len, vocab**max_len, alpha, min_length)
+        best, best_value = cases._exhaustive_reference(fn(), max_len, alpha, min_length)
+        assert seq == best and value == pytest.approx(best_value, abs=1e-12)
+    hand = lambda: cases._StepFn("hand", max_calls=10**6)
+    assert cases._beam_reference(hand(), 5, 2, 0.0, 0)[0] == cases.HAND_BEAM2
+    seq, value, _ = cases._beam_reference(hand(), 5, 2, 0.0, 3)
+    assert seq == cases.HAND_BEAM2_MIN3 and math.exp(value) == pytest.approx(0.50 * 0.31 * 0.59)
+    assert cases._beam_reference(hand(), 5, 1, 0.0, 0)[0] == cases.HAND_GREEDY
+
+
+def test_hand_worked_tables_of_chapters_10_and_11():
+    """The hand-worked answers of 10.1, 10.5, 11.2 and 11.3 against their plain references."""
+    fn = cases._BatchStepFn("hand", batch=2, vocab=6, pad_id=cases.HAND_BATCH_PAD)
+    assert cases._batch_greedy_reference(fn, 5).tolist() == cases.HAND_BATCH_GREEDY
+    for n, banned in cases._NGRAM_HAND_BANNED.items():
+        ref = cases._banned_reference(cases._NGRAM_HAND_ROWS, n, cases._NGRAM_VOCAB)
+        assert [set(np.flatnonzero(row).tolist()) for row in ref] == banned, n
+    table = np.array(cases.LOOP_LOGITS)
+    for n, want in cases._LOOP_HAND.items():
+        generated, last = [], cases.BOS
+        for _ in range(cases._LOOP_MAX_LEN):
+            logits = np.where(cases._banned_reference([generated], n, 6)[0], -np.inf, table[last])
+            last = int(np.argmax(logits))
+            generated.append(last)
+            if last == cases.EOS:
+                break
+        assert generated == want, n
+    assert cases._floors_reference(cases._FLOORS_HAND, 0) == pytest.approx(cases._FLOORS_HAND_VALUES, abs=1e-12)
+    assert cases._floors_reference(cases._FLOORS_FIXED, 0) == pytest.approx(cases._FLOORS_FIXED_VALUES, abs=1e-12)
+    for key, rows in cases._DIVERGENCE_HAND.items():
+        assert [cases._divergence_reference(list(losses), k) for losses, k in rows] == cases._DIVERGENCE_HAND_STEPS[key]
+
+
+def test_planted_layers_have_the_dependencies_of_their_construction():
+    """11.1: the expected matrices (from the construction) match a finite-difference probe of the planted layers."""
+    for key, (kind, seed, _, d) in cases._PLANTED_SPECS.items():
+        length = cases._planted_length(key)
+        fn, x = cases._Planted(kind, seed, length, d), cases._randn(seed + 50, length, d).double()
+        base = fn(x)
+        probe = np.zeros((base.shape[0], length), dtype=bool)
+        for j in range(length):
+            moved = x.clone()
+            moved[j] += 0.5
+            probe[:, j] = (fn(moved) - base).abs().amax(-1).numpy() > 1e-9
+        np.testing.assert_array_equal(probe, cases._planted_expected(kind, length), err_msg=kind)
 
 
 def test_drawn_inputs_change_with_the_salt_and_replay_exactly():
