@@ -50,9 +50,12 @@ from .intake import RESERVED_IDS
 
 __all__ = ["StudentResult", "atomic_write", "write_student_files", "grades_csv", "gradescope_results",
            "feedback_markdown", "md_fence", "md_text", "plain_text", "student_dir", "STATUSES",
-           "exercise_order"]
+           "exercise_order", "details_markdown", "plain_numbers", "exercise_status", "EXERCISE_STATUSES",
+           "DETAILS_FILE", "chapter_of"]
 
-STATUSES = ("ok", "timeout", "crashed", "memory", "invalid submission")
+STATUSES = ("ok", "timeout", "crashed", "memory", "invalid submission", "missing")
+#: fields added after the first grade records were written (an older ``grade.json`` lacks them)
+_LATER_FIELDS = ("exercise_notes", "chapter_graded_at", "chapter_manifest")
 
 
 @dataclass
@@ -94,6 +97,9 @@ class StudentResult:
     stderr_tail: str = ""
     graded_at: str = ""
     reused: bool = False
+    exercise_notes: dict[str, list[str]] = field(default_factory=dict)
+    chapter_graded_at: dict[str, str] = field(default_factory=dict)
+    chapter_manifest: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         """A JSON-able dict (``reused`` excluded)."""
@@ -103,15 +109,25 @@ class StudentResult:
 
     @classmethod
     def from_json(cls, d: dict) -> "StudentResult":
-        """Rebuild from :meth:`to_json` output.
+        """Rebuild from :meth:`to_json` output (also a record written before the fields in
+        :data:`_LATER_FIELDS` existed: they get their defaults).
 
         Raises:
             ValueError: a field is missing or has the wrong type.
         """
+        if not isinstance(d, dict):
+            raise ValueError("not a grade record: not an object")
         try:
-            obj = cls(**{k: d[k] for k in cls.__dataclass_fields__ if k != "reused"})
+            obj = cls(**{k: d[k] for k in cls.__dataclass_fields__
+                         if k != "reused" and (k in d or k not in _LATER_FIELDS)})
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not a grade record: {exc}") from None
+        for name in _LATER_FIELDS:
+            value = getattr(obj, name)
+            if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+                raise ValueError(f"not a grade record: bad {name}")
+        if not isinstance(obj.cases, list) or not all(isinstance(c, dict) for c in obj.cases):
+            raise ValueError("not a grade record: bad cases")
         if obj.status not in STATUSES or not isinstance(obj.score, int):
             raise ValueError("not a grade record: bad status or score")
         return obj
@@ -206,7 +222,7 @@ def gradescope_results(r: StudentResult) -> dict:
     """
     tests = []
     for c in r.cases:
-        out = "Passed." if c["passed"] else plain_text(c["message"])
+        out = "Passed." if c["passed"] else plain_text(plain_numbers(c["message"]))
         tests.append({
             "name": plain_text(f"Exercise {c['exercise']} ({c['function']}): {c['case_id']}"),
             "number": c["exercise"],
@@ -310,31 +326,320 @@ def md_text(text: str) -> str:
     return out if m is None else out[:m.end() - 1] + "\\" + out[m.end() - 1:]
 
 
-def feedback_markdown(r: StudentResult) -> str:
-    """Readable feedback for the student (Markdown).
+# ---------------------------------------------------------------------------
+# Plain numbers
+# ---------------------------------------------------------------------------
+#: ``np.float64(-1.654)``, ``np.int64(3)``, ``np.True_``, ``tensor(0.5)``: the repr of a NumPy / torch scalar
+_SCALAR_REPR = re.compile(r"\bnp\.(?:float|int|uint|complex)\d*\((?P<v>[^()]*)\)|\bnp\.(?P<b>True|False)_|"
+                          r"\bnumpy\.(?:float|int)\d*\((?P<n>[^()]*)\)")
+_FLOAT = r"-?(?:\d+\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)"
+#: ``got A, expected B``: a pair shown with enough digits to tell A from B
+_PAIR = re.compile(rf"(?P<pre>\b(?:got|is) )(?P<a>{_FLOAT})(?P<mid>[,;] expected )(?P<b>{_FLOAT})")
+#: a float with more digits than a reader needs (five or more after the point)
+_LONG_FLOAT = re.compile(r"(?<![\w.])-?\d+\.\d{5,}(?:[eE][+-]?\d+)?(?![\w.])")
 
-    Every failed case gets its teaching message; a case that failed with the
-    same error as an earlier one (e.g. a syntax error that stops the whole
-    notebook) gets one line pointing to it instead of the full text again.
 
-    Whatever may come from the student (ids, notes naming their files, error
-    texts, their code's stderr) is shown inertly: messages in fences they
-    cannot close (:func:`md_fence`), one-line text escaped (:func:`md_text`).
+def _short(x: float, digits: int = 4) -> str:
+    """``x`` with ``digits`` significant digits, as a reader writes it (``-1.654``, ``0.0001234``, ``2.5e+08``)."""
+    if x != x or x in (float("inf"), float("-inf")):
+        return repr(x)
+    text = f"{x:.{digits}g}"
+    return text
+
+
+def _pair(m: re.Match) -> str:
+    a, b = float(m.group("a")), float(m.group("b"))
+    digits = 4
+    while digits < 17 and a != b and _short(a, digits) == _short(b, digits):
+        digits += 1
+    return f"{m.group('pre')}{_short(a, digits)}{m.group('mid')}{_short(b, digits)}"
+
+
+def plain_numbers(text: str) -> str:
+    """``text`` with numbers as a person writes them.
+
+    The repr of a NumPy scalar becomes its value (``np.float64(-1.6543)`` -> ``-1.6543``, ``np.True_`` ->
+    ``True``); ``got A, expected B`` shows both with four significant digits, or as many more as it takes to
+    tell them apart; any other float with five or more decimals gets four significant digits
+    (``1.1750240325927734`` -> ``1.175``). Integers, tolerances (``1e-05``) and indices are left alone.
     """
-    lines = [f"# Feedback for {md_text(r.student)}", "",
-             f"**Score: {r.score} / {r.max_score}** (status: {md_text(r.status)})", ""]
-    for note in r.notes:
-        lines.append(f"- {md_text(note)}")
-    if r.notes:
+    text = _SCALAR_REPR.sub(lambda m: m.group("v") if m.group("v") is not None else m.group("b") or m.group("n"),
+                            str(text))
+    text = _PAIR.sub(_pair, text)
+    return _LONG_FLOAT.sub(lambda m: _short(float(m.group())), text)
+
+
+# ---------------------------------------------------------------------------
+# feedback.md and details.md
+# ---------------------------------------------------------------------------
+#: the exercise statuses of the feedback table (a flag adds ``, flagged``)
+EXERCISE_STATUSES = ("passed", "partly", "failed", "not attempted", "missing notebook", "unreadable notebook")
+#: the chapter statuses (``StudentResult.chapter_status``) that make every exercise of the chapter one status
+_CHAPTER_STATUS_WORDS = {"missing": "missing notebook", "unreadable": "unreadable notebook"}
+#: a flag's exercise: ``delegates 4.1: ...``, ``dynamic 10.2: ...``
+_FLAG_EXERCISE = re.compile(r"^[a-z][a-z-]* (\d+\.\d+):")
+#: a flag's chapter: ``reads-outside ch04: ...`` or an exercise's
+_FLAG_CHAPTER = re.compile(r"^[a-z][a-z-]* (?:ch(\d\d)|(\d+)\.\d+):")
+_ADVISORY_TAIL = re.compile(r" - flagged for review; the grader's guarantee is the sandbox, not this check$")
+#: the most lines of flags, hidden-exercise names ... feedback.md shows before pointing to details.md
+_MAX_FLAG_LINES = 8
+DETAILS_FILE = "details.md"
+
+
+def chapter_of(exercise: str) -> str:
+    """``"4.1"`` -> ``"04"`` (the chapter of an exercise number)."""
+    head = str(exercise).split(".")[0]
+    return f"{int(head):02d}" if head.isdigit() else head
+
+
+def _flag_exercise(flag: str) -> str | None:
+    m = _FLAG_EXERCISE.match(flag)
+    return m.group(1) if m else None
+
+
+def _flag_chapter(flag: str) -> str | None:
+    m = _FLAG_CHAPTER.match(flag)
+    if not m:
+        return None
+    return m.group(1) or f"{int(m.group(2)):02d}"
+
+
+def _not_implemented(c: dict) -> bool:
+    return not c["passed"] and "NotImplementedError" in (c.get("child_error") or "")
+
+
+def exercise_status(r: StudentResult, exercise: str) -> str:
+    """One of :data:`EXERCISE_STATUSES` for ``exercise`` of ``r`` (flags not included)."""
+    chapter = r.chapter_status.get(chapter_of(exercise))
+    if chapter in _CHAPTER_STATUS_WORDS:
+        return _CHAPTER_STATUS_WORDS[chapter]
+    got, top = r.exercises.get(exercise, 0), r.exercises_max.get(exercise, 0)
+    cases = [c for c in r.cases if c["exercise"] == exercise]
+    if top and got >= top:
+        return "passed"
+    if cases and all(_not_implemented(c) for c in cases):
+        return "not attempted"
+    return "partly" if got > 0 else "failed"
+
+
+def _function_of(r: StudentResult, exercise: str) -> str:
+    return next((c["function"] for c in r.cases if c["exercise"] == exercise), "")
+
+
+def _split_message(c: dict) -> tuple[list[str], str]:
+    """A case's message as ``(problems, hint)``: each problem one string (with its continuation lines)."""
+    message = plain_numbers(c.get("message") or "")
+    head = f"Exercise {c['exercise']} ({c['function']}), case {c['case_id']}"
+    body = message[len(head):] if message.startswith(head) else message
+    body = body[1:] if body.startswith(":") else body
+    hint = ""
+    if "\n  Hint: " in body:
+        body, _, hint = body.partition("\n  Hint: ")
+    problems: list[str] = []
+    for line in body.split("\n"):
+        if line.startswith("  - ") or not problems:
+            problems.append(line[4:] if line.startswith("  - ") else line.strip())
+        else:
+            problems[-1] += "\n" + line
+    return [p for p in problems if p.strip()], hint.strip()
+
+
+def _one_line(text: str, limit: int = 160) -> str:
+    line = text.strip().split("\n")[0]
+    return line if len(line) <= limit else line[: limit - 3].rstrip() + "..."
+
+
+def _case_block(c: dict) -> list[str]:
+    """A failing case in full, as a fence: ``case ID:``, its problems, its hint."""
+    problems, hint = _split_message(c)
+    text = f"case {c['case_id']}:\n" + "\n".join(f"  - {p}" for p in problems)
+    if hint:
+        text += f"\n  Hint: {hint}"
+    return md_fence(text)
+
+
+def _exercise_fixes(r: StudentResult, exercise: str, shown_errors: dict[str, str]) -> list[str]:
+    """The "What to fix" lines of one exercise that lost points.
+
+    The exercise's first failing case is shown in full (its problems and its hint). If the exercise's first
+    value case (its most basic one) fails, the other failing cases most likely fail for the same reason and
+    their hints, written for what is special about them (float16, masks ...), would not match: they are listed
+    on one line. Otherwise every other failing case gets one line with its own first problem and its own hint
+    (when not already shown). A case that failed with an error shown before is listed on that line too.
+    """
+    cases = [c for c in r.cases if c["exercise"] == exercise]
+    failing = [c for c in cases if not c["passed"]]
+    title = f"**{md_text(exercise)} {md_text(_function_of(r, exercise))}** " \
+            f"({r.exercises.get(exercise, 0)} / {r.exercises_max.get(exercise, 0)})"
+    lines = [title, ""]
+    for note in dict.fromkeys(r.exercise_notes.get(exercise, [])):
+        lines += [f"- {md_text(note)}", ""]
+    errors = {c.get("child_error") for c in failing}
+    if len(errors) == 1 and None not in errors and next(iter(errors)) in shown_errors:
+        earlier = shown_errors[next(iter(errors))]
+        return lines + [f"- every case fails with the same error as {md_text(earlier)} above.", ""]
+    values = [c for c in cases if "-rejects-" not in c["case_id"]]
+    basic_failed = bool(values) and not values[0]["passed"]
+    first, rest = failing[0], failing[1:]
+    lines += [*_case_block(first), ""]
+    if first.get("child_error"):
+        shown_errors.setdefault(first["child_error"], exercise)
+    hints = {_split_message(first)[1]}
+    same = []
+    for c in rest:
+        if basic_failed or (c.get("child_error") and c.get("child_error") == first.get("child_error")):
+            same.append(c["case_id"])
+            continue
+        problems, hint = _split_message(c)
+        text = f"case {c['case_id']}: " + _one_line(problems[0] if problems else "failed")
+        if hint and hint not in hints:
+            text += f" Hint: {hint}"
+            hints.add(hint)
+        lines.append(f"- {md_text(text)}")
+    if same:
+        why = "most likely for the same reason (fix the case above first)" if basic_failed else \
+            "with the same error"
+        lines.append(f"- {len(same)} more case{'s' if len(same) > 1 else ''} fail{'' if len(same) > 1 else 's'} "
+                     f"{why}: " + md_text(", ".join(same)) + ".")
+    if lines[-1]:
         lines.append("")
-    lines += ["| exercise | points |", "|---|---|"]
+    return lines
+
+
+def _table_rows(r: StudentResult, flagged: set[str]) -> list[str]:
+    """The feedback table; a run of two or more unflagged exercises not attempted (or whose notebook is
+    missing or unreadable) is one row."""
+    rows: list[tuple[list[str], str]] = []
     for ex in sorted(r.exercises_max, key=_exercise_key):
-        lines.append(f"| {md_text(ex)} | {r.exercises.get(ex, 0)} / {r.exercises_max[ex]} |")
-    lines.append("")
-    failed = [c for c in r.cases if not c["passed"]]
-    if failed:
+        status = exercise_status(r, ex)
+        collapsible = status in ("not attempted", *_CHAPTER_STATUS_WORDS.values()) and ex not in flagged
+        if collapsible and rows and rows[-1][1] == status:
+            rows[-1][0].append(ex)
+        else:
+            rows.append(([ex], status if collapsible else ""))
+    out = ["| exercise | function | points | status |", "|---|---|---|---|"]
+    for exs, run_status in rows:
+        got = sum(r.exercises.get(e, 0) for e in exs)
+        top = sum(r.exercises_max.get(e, 0) for e in exs)
+        if len(exs) == 1:
+            status = exercise_status(r, exs[0]) + (", flagged" if exs[0] in flagged else "")
+            out.append(f"| {md_text(exs[0])} | {md_text(_function_of(r, exs[0]))} | {got} / {top} | "
+                       f"{status} |")
+        else:
+            names = ", ".join(_function_of(r, e) for e in exs) if len(exs) <= 3 else f"{len(exs)} exercises"
+            out.append(f"| {md_text(exs[0])} - {md_text(exs[-1])} | {md_text(names)} | {got} / {top} | "
+                       f"{run_status} |")
+    return out
+
+
+def _graded_line(r: StudentResult) -> str:
+    """When the chapters were graded: one time, or each time with its chapters."""
+    times: dict[str, list[str]] = {}
+    for ch in sorted({chapter_of(e) for e in r.exercises_max}):
+        times.setdefault(r.chapter_graded_at.get(ch) or r.graded_at, []).append(ch)
+    if len(times) <= 1:
+        when = next(iter(times), r.graded_at)
+        return f"graded {_when(when)}" if when else ""
+    return "graded " + "; ".join(f"chapter{'s' if len(chs) > 1 else ''} {', '.join(chs)} {_when(t)}"
+                                 for t, chs in sorted(times.items()))
+
+
+def _when(iso: str) -> str:
+    """``2026-12-02T04:38:00+00:00`` -> ``2026-12-02 04:38 UTC``."""
+    m = re.fullmatch(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d)(?::\d\d(?:\.\d+)?)?(?:\+00:00|Z)", iso or "")
+    return f"{m.group(1)} {m.group(2)} UTC" if m else (iso or "")
+
+
+def _flag_lines(flags: list[str], limit: int | None) -> list[str]:
+    shown = list(dict.fromkeys(_ADVISORY_TAIL.sub("", plain_numbers(f)) for f in flags))
+    out = [f"- {md_text(f)}" for f in (shown if limit is None else shown[:limit])]
+    if limit is not None and len(shown) > limit:
+        out.append(f"- ... and {len(shown) - limit} more (see {DETAILS_FILE}).")
+    return out
+
+
+def feedback_markdown(r: StudentResult) -> str:
+    """Feedback for the student (Markdown) that fits one screen for a typical submission.
+
+    * A title, the score and when it was graded (each chapter's time when they differ), the status when it is
+      not ``ok``; the notes (one line each, once: a missing or unreadable notebook, a cell that was skipped, a
+      timeout ...).
+    * A table: exercise, function, points, status (:func:`exercise_status`, ``, flagged`` when a static check
+      flagged it); a run of exercises not attempted, or of a missing or unreadable notebook, is one row.
+    * "What to fix": for each exercise that lost points and was attempted, its first failing case in full
+      (problems and hint) and one line for each other failing case, or one line for those that most likely
+      fail for the same reason (see :func:`_exercise_fixes`); numbers are plain (:func:`plain_numbers`).
+    * The flags raised (advisory: they never change points).
+    * Where the full messages are: :data:`DETAILS_FILE` (every case, the code's error output).
+
+    Whatever may come from the student (ids, notes naming their files, error texts) is shown inertly:
+    messages in fences they cannot close (:func:`md_fence`), one-line text escaped (:func:`md_text`).
+    """
+    flagged = {e for e in map(_flag_exercise, r.flags) if e}
+    head = f"**Score: {r.score} / {r.max_score}**"
+    graded = _graded_line(r)
+    if graded:
+        head += f" - {graded}"
+    if r.status != "ok":
+        head += f" - status: {md_text(r.status)}"
+    lines = [f"# Feedback for {md_text(r.student)}", "", head, ""]
+    notes = list(dict.fromkeys(r.notes))
+    lines += [f"- {md_text(n)}" for n in notes]
+    if notes:
+        lines.append("")
+    lines += [*_table_rows(r, flagged), ""]
+    if any(exercise_status(r, e) == "not attempted" for e in r.exercises_max):
+        lines += ["Not attempted: the function still raises NotImplementedError (the stub); write it, then check it "
+                  "with `python -m course_lib.check NN`.", ""]
+    to_fix = [e for e in sorted(r.exercises_max, key=_exercise_key)
+              if exercise_status(r, e) in ("partly", "failed")]
+    if to_fix:
         lines += ["## What to fix", ""]
-        first_with: dict[str, str] = {}  # an error text -> the first case that showed it in full
+        shown_errors: dict[str, str] = {}
+        for ex in to_fix:
+            lines += _exercise_fixes(r, ex, shown_errors)
+    elif r.score >= r.max_score:
+        lines += ["Every check passed.", ""]
+    if r.flags:
+        lines += ["## Flagged for review", "",
+                  "Structural checks for your instructor; they never change your points.", "",
+                  *_flag_lines(r.flags, _MAX_FLAG_LINES), ""]
+    extra = " and the end of your code's error output" if r.stderr_tail.strip() else ""
+    lines += [f"Every case's full message{extra}: {DETAILS_FILE} in this folder.", ""]
+    return "\n".join(lines)
+
+
+def details_markdown(r: StudentResult) -> str:
+    """``details.md``: everything behind :func:`feedback_markdown` - each failing case's full message (a case
+    that failed with the same error as an earlier one points to it), every note and flag, when each chapter
+    was graded, and the end of the code's error output. For the instructor (and the curious student)."""
+    lines = [f"# Details for {md_text(r.student)}", "",
+             f"Score {r.score} / {r.max_score}; status {md_text(r.status)}; submission "
+             f"{md_text(r.submission_hash[:16] or '?')}; manifest {md_text(r.manifest_hash[:16] or '?')}.", ""]
+    chapters = sorted({chapter_of(e) for e in r.exercises_max})
+    if chapters:
+        lines += ["| chapter | status | graded | manifest |", "|---|---|---|---|"]
+        for ch in chapters:
+            lines.append(f"| {md_text(ch)} | {md_text(r.chapter_status.get(ch, '') or '-')} | "
+                         f"{md_text(_when(r.chapter_graded_at.get(ch) or r.graded_at) or '-')} | "
+                         f"{md_text((r.chapter_manifest.get(ch) or r.manifest_hash)[:16] or '-')} |")
+        lines.append("")
+    if r.notes:
+        lines += ["## Notes", "", *[f"- {md_text(n)}" for n in dict.fromkeys(r.notes)], ""]
+    exercise_notes = [(e, n) for e in sorted(r.exercise_notes, key=_exercise_key) for n in r.exercise_notes[e]]
+    if exercise_notes:
+        lines += [*[f"- {md_text(e)}: {md_text(n)}" for e, n in exercise_notes], ""]
+    if r.flags:
+        lines += ["## Flags", "", *_flag_lines(r.flags, None), ""]
+    untouched = [e for e in sorted(r.exercises_max, key=_exercise_key)
+                 if exercise_status(r, e) in ("not attempted", *_CHAPTER_STATUS_WORDS.values())]
+    failed = [c for c in r.cases if not c["passed"] and c["exercise"] not in untouched]
+    if untouched:
+        lines += ["## Not attempted or not readable", "",
+                  *[f"- {md_text(e)} {md_text(_function_of(r, e))}: {exercise_status(r, e)}" for e in untouched], ""]
+    if failed:
+        lines += ["## Every failing case", ""]
+        first_with: dict[str, str] = {}
         for c in failed:
             error = c.get("child_error")
             if error and error in first_with:
@@ -343,9 +648,7 @@ def feedback_markdown(r: StudentResult) -> str:
                 continue
             if error:
                 first_with[error] = c["case_id"]
-            lines += [*md_fence(c["message"]), ""]
-    else:
-        lines += ["Every check passed.", ""]
+            lines += [*md_fence(plain_numbers(c["message"])), ""]
     if r.stderr_tail.strip():
         lines += ["## The end of your code's error output", "", *md_fence(r.stderr_tail.strip()[-1500:]), ""]
     return "\n".join(lines)
@@ -370,10 +673,11 @@ def student_dir(out_dir: Path, student: str) -> Path:
 
 
 def write_student_files(out_dir: Path, r: StudentResult) -> None:
-    """Write ``results.json``, ``feedback.md`` and ``grade.json`` of one student (atomically)."""
+    """Write ``results.json``, ``feedback.md``, ``details.md`` and ``grade.json`` of one student (atomically)."""
     d = student_dir(out_dir, r.student)
     atomic_write(d / "results.json", json.dumps(gradescope_results(r), indent=1))
     atomic_write(d / "feedback.md", feedback_markdown(r))
+    atomic_write(d / DETAILS_FILE, details_markdown(r))
     atomic_write(d / "grade.json", json.dumps(r.to_json(), indent=1))
 
 
