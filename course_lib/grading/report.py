@@ -51,7 +51,8 @@ from .intake import RESERVED_IDS
 __all__ = ["StudentResult", "atomic_write", "write_student_files", "grades_csv", "gradescope_results",
            "feedback_markdown", "md_fence", "md_text", "plain_text", "student_dir", "STATUSES",
            "exercise_order", "details_markdown", "plain_numbers", "exercise_status", "EXERCISE_STATUSES",
-           "DETAILS_FILE", "chapter_of"]
+           "DETAILS_FILE", "chapter_of", "EarlierReports", "load_earlier", "merge_results", "stamp_chapters",
+           "missing_row", "graded_cell"]
 
 STATUSES = ("ok", "timeout", "crashed", "memory", "invalid submission", "missing")
 #: fields added after the first grade records were written (an older ``grade.json`` lacks them)
@@ -194,6 +195,9 @@ def _csv_safe(text: str) -> str:
 def grades_csv(results: list[StudentResult], exercises: list[str], sources: dict[str, str] | None = None) -> str:
     """The text of ``grades.csv``: a header, then one row per result (sorted by student).
 
+    An exercise the student's record does not have (a chapter never graded for them) is an empty cell, not 0;
+    the last column, ``graded``, says when each chapter was graded (:func:`graded_cell`).
+
     Args:
         results: one per submission.
         exercises: the exercise columns, in order.
@@ -204,12 +208,13 @@ def grades_csv(results: list[StudentResult], exercises: list[str], sources: dict
     writer = csv.writer(buf, lineterminator="\n")
     source_col = ["source"] if sources is not None else []
     writer.writerow(["student", *source_col, "score", "max", *exercises, "status", "runtime", "flags",
-                     "submission_hash"])
+                     "submission_hash", "graded"])
     for r in sorted(results, key=lambda r: r.student):
         source = [_csv_safe(sources.get(r.student, ""))] if sources is not None else []
-        writer.writerow([_csv_safe(r.student), *source, r.score, r.max_score,
-                         *(r.exercises.get(e, 0) for e in exercises), _csv_safe(r.status), f"{r.runtime:.1f}",
-                         _csv_safe("; ".join(r.flags)), _csv_safe(r.submission_hash)])
+        points = (r.exercises.get(e, 0) if e in r.exercises or e in r.exercises_max else "" for e in exercises)
+        writer.writerow([_csv_safe(r.student), *source, r.score, r.max_score, *points, _csv_safe(r.status),
+                         f"{r.runtime:.1f}", _csv_safe("; ".join(r.flags)), _csv_safe(r.submission_hash),
+                         _csv_safe(graded_cell(r))])
     return buf.getvalue()
 
 
@@ -462,10 +467,11 @@ def _exercise_fixes(r: StudentResult, exercise: str, shown_errors: dict[str, str
     """The "What to fix" lines of one exercise that lost points.
 
     The exercise's first failing case is shown in full (its problems and its hint). If the exercise's first
-    value case (its most basic one) fails, the other failing cases most likely fail for the same reason and
-    their hints, written for what is special about them (float16, masks ...), would not match: they are listed
-    on one line. Otherwise every other failing case gets one line with its own first problem and its own hint
-    (when not already shown). A case that failed with an error shown before is listed on that line too.
+    value case (its most basic one) fails, the other failing cases that return wrong values most likely fail
+    for the same reason and their hints, written for what is special about them (float16, masks ...), would
+    not match: they are listed on one line. Every other failing case (one that raised an error of its own, or
+    any when the first value case passes) gets one line with its own first problem and its own hint (when not
+    already shown). A case that failed with an error shown before is listed on that line too.
     """
     cases = [c for c in r.cases if c["exercise"] == exercise]
     failing = [c for c in cases if not c["passed"]]
@@ -484,11 +490,16 @@ def _exercise_fixes(r: StudentResult, exercise: str, shown_errors: dict[str, str
     lines += [*_case_block(first), ""]
     if first.get("child_error"):
         shown_errors.setdefault(first["child_error"], exercise)
+    own_errors: set[str] = set()
     hints = {_split_message(first)[1]}
     same = []
     for c in rest:
-        if basic_failed or (c.get("child_error") and c.get("child_error") == first.get("child_error")):
-            same.append(c["case_id"])
+        error = c.get("child_error")
+        if error and (error == first.get("child_error") or error in own_errors or error in shown_errors):
+            same.append(c["case_id"])  # an error already shown
+            continue
+        if basic_failed and not error:
+            same.append(c["case_id"])  # wrong values while the basic case fails too
             continue
         problems, hint = _split_message(c)
         text = f"case {c['case_id']}: " + _one_line(problems[0] if problems else "failed")
@@ -496,9 +507,11 @@ def _exercise_fixes(r: StudentResult, exercise: str, shown_errors: dict[str, str
             text += f" Hint: {hint}"
             hints.add(hint)
         lines.append(f"- {md_text(text)}")
+        if error:
+            own_errors.add(error)
     if same:
         why = "most likely for the same reason (fix the case above first)" if basic_failed else \
-            "with the same error"
+            "with an error shown above"
         lines.append(f"- {len(same)} more case{'s' if len(same) > 1 else ''} fail{'' if len(same) > 1 else 's'} "
                      f"{why}: " + md_text(", ".join(same)) + ".")
     if lines[-1]:
@@ -534,14 +547,20 @@ def _table_rows(r: StudentResult, flagged: set[str]) -> list[str]:
 
 def _graded_line(r: StudentResult) -> str:
     """When the chapters were graded: one time, or each time with its chapters."""
+    times = _chapter_times(r)
+    if len(times) <= 1:
+        when = next(iter(times), _when(r.graded_at))
+        return f"graded {when}" if when else ""
+    return "graded " + "; ".join(f"chapter{'s' if len(chs) > 1 else ''} {', '.join(chs)} {t}"
+                                 for t, chs in sorted(times.items(), reverse=True))
+
+
+def _chapter_times(r: StudentResult) -> dict[str, list[str]]:
+    """Each time chapters of ``r`` were graded (as :func:`_when` writes it) -> those chapters."""
     times: dict[str, list[str]] = {}
     for ch in sorted({chapter_of(e) for e in r.exercises_max}):
-        times.setdefault(r.chapter_graded_at.get(ch) or r.graded_at, []).append(ch)
-    if len(times) <= 1:
-        when = next(iter(times), r.graded_at)
-        return f"graded {_when(when)}" if when else ""
-    return "graded " + "; ".join(f"chapter{'s' if len(chs) > 1 else ''} {', '.join(chs)} {_when(t)}"
-                                 for t, chs in sorted(times.items()))
+        times.setdefault(_when(r.chapter_graded_at.get(ch) or r.graded_at), []).append(ch)
+    return times
 
 
 def _when(iso: str) -> str:
@@ -684,3 +703,145 @@ def write_student_files(out_dir: Path, r: StudentResult) -> None:
 def exercise_order(exercises: list[str]) -> list[str]:
     """Sort exercise numbers numerically (``2.1 < 10.1``)."""
     return sorted(set(exercises), key=_exercise_key)
+
+
+# ---------------------------------------------------------------------------
+# History: a report folder keeps the chapters it does not regrade
+# ---------------------------------------------------------------------------
+#: the overall statuses, the one that wins first when chapters graded at different times are merged
+_STATUS_ORDER = ("invalid submission", "timeout", "memory", "crashed", "ok")
+#: how many runs ``summary.json`` remembers
+MAX_HISTORY = 200
+
+
+@dataclass
+class EarlierReports:
+    """What a report folder holds from earlier runs (see :func:`load_earlier`).
+
+    Attributes:
+        results: student id -> the record in ``DIR/<student>/grade.json``.
+        summary: the earlier ``summary.json`` (``{}`` when there is none).
+        problems: files that exist but cannot be read as the grader's reports (``"bob/grade.json: ..."``).
+    """
+
+    results: dict[str, StudentResult] = field(default_factory=dict)
+    summary: dict = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def load_earlier(out_dir: Path) -> EarlierReports:
+    """The earlier reports of ``out_dir``: every ``<student>/grade.json`` and ``summary.json``.
+
+    Folders that are not student folders (``_reference``, names starting with a dot, files) are skipped; a
+    ``grade.json`` or ``summary.json`` that cannot be read is listed in ``problems`` (never raised).
+    """
+    found = EarlierReports()
+    out_dir = Path(out_dir)
+    if not out_dir.is_dir():
+        return found
+    summary = out_dir / "summary.json"
+    if summary.is_file():
+        try:
+            found.summary = json.loads(summary.read_text(encoding="utf-8"))
+            if not isinstance(found.summary, dict):
+                raise ValueError("not an object")
+        except (OSError, ValueError, RecursionError) as exc:
+            found.summary = {}
+            found.problems.append(f"summary.json: {type(exc).__name__}: {exc}"[:300])
+    for entry in sorted(out_dir.iterdir()):
+        try:
+            student_dir(out_dir, entry.name)
+        except ValueError:
+            continue
+        record = entry / "grade.json"
+        if entry.is_symlink() or not entry.is_dir() or not record.is_file():
+            continue
+        try:
+            r = StudentResult.from_json(json.loads(record.read_text(encoding="utf-8")))
+            if r.student != entry.name:
+                raise ValueError(f"it is the record of {r.student!r}")
+        except (OSError, ValueError, RecursionError) as exc:
+            found.problems.append(f"{entry.name}/grade.json: {type(exc).__name__}: {exc}"[:300])
+            continue
+        found.results[r.student] = r
+    return found
+
+
+def _mentions(text: str, chapters: set[str]) -> bool:
+    """Whether a note or flag is about one of ``chapters`` (``Chapter 04``, ``04_attention.ipynb``, ``4.1``)."""
+    for ch in chapters:
+        if re.search(rf"\b(?:[Cc]hapter |ch){ch}\b|\b{ch}_\w+\.ipynb|(?<![\d.]){int(ch)}\.\d+\b", text):
+            return True
+    return False
+
+
+def stamp_chapters(r: StudentResult, chapters: list[str]) -> StudentResult:
+    """Record in ``r`` that ``chapters`` were graded at ``r.graded_at`` against ``r.manifest_hash``."""
+    for ch in chapters:
+        r.chapter_graded_at[ch] = r.graded_at
+        r.chapter_manifest[ch] = r.manifest_hash
+    return r
+
+
+def merge_results(earlier: StudentResult | None, now: StudentResult, chapters: list[str]) -> StudentResult:
+    """One student's record after grading ``chapters`` now: ``now`` for those chapters, ``earlier`` for the others.
+
+    The chapters graded now replace whatever the earlier record had for them (cases, points, chapter status,
+    the notes and flags about them); the earlier record's other chapters are kept with the time and manifest
+    they were graded with (``chapter_graded_at``, ``chapter_manifest``). Score, maximum and per-exercise points
+    are summed again over the merged cases; the status is the worst of the run's and the kept chapters'
+    (:data:`_STATUS_ORDER`). The submission hash, run time, error output and ``graded_at`` are the run's.
+    """
+    now = stamp_chapters(now, chapters)
+    if earlier is None:
+        return now
+    graded = set(chapters)
+    kept_cases = [c for c in earlier.cases if chapter_of(c["exercise"]) not in graded]
+    if not kept_cases:
+        return now
+    kept = {chapter_of(c["exercise"]) for c in kept_cases}
+    cases = sorted(kept_cases + list(now.cases), key=lambda c: _exercise_key(c["exercise"]))  # stable: case order
+    exercises: dict[str, int] = {}
+    exercises_max: dict[str, int] = {}
+    for c in cases:
+        exercises[c["exercise"]] = exercises.get(c["exercise"], 0) + int(c["points"])
+        exercises_max[c["exercise"]] = exercises_max.get(c["exercise"], 0) + int(c["max_points"])
+    chapter_status = {**{ch: s for ch, s in earlier.chapter_status.items() if ch in kept}, **now.chapter_status}
+    statuses = {now.status, *(s for ch, s in earlier.chapter_status.items() if ch in kept)}
+    if earlier.status == "invalid submission":
+        statuses.add("invalid submission")
+    status = next((s for s in _STATUS_ORDER if s in statuses), now.status)
+    merged = StudentResult(
+        student=now.student, submission_hash=now.submission_hash, manifest_hash=now.manifest_hash, status=status,
+        score=sum(int(c["points"]) for c in cases), max_score=sum(int(c["max_points"]) for c in cases),
+        exercises=exercises, exercises_max=exercises_max, cases=cases,
+        flags=list(dict.fromkeys([*now.flags, *(f for f in earlier.flags if _mentions(f, kept)
+                                                and _flag_chapter(f) not in graded)])),
+        notes=list(dict.fromkeys([*now.notes, *(n for n in earlier.notes if _mentions(n, kept)
+                                                and not _mentions(n, graded))])),
+        chapter_status=chapter_status, runtime=now.runtime, stderr_tail=now.stderr_tail, graded_at=now.graded_at,
+        exercise_notes={**{e: n for e, n in earlier.exercise_notes.items() if chapter_of(e) in kept},
+                        **now.exercise_notes},
+        chapter_graded_at={**{ch: earlier.chapter_graded_at.get(ch) or earlier.graded_at for ch in kept},
+                           **now.chapter_graded_at},
+        chapter_manifest={**{ch: earlier.chapter_manifest.get(ch) or earlier.manifest_hash for ch in kept},
+                          **now.chapter_manifest})
+    return merged
+
+
+def missing_row(earlier: StudentResult) -> StudentResult:
+    """The ``grades.csv`` row of a student graded before and not in this run's submissions: the earlier
+    points, status ``missing`` (their report files are left as they were)."""
+    d = earlier.to_json()
+    d["status"] = "missing"
+    row = StudentResult.from_json(d)
+    row.reused = True
+    return row
+
+
+def graded_cell(r: StudentResult) -> str:
+    """When each chapter was graded, for ``grades.csv``: one time, or ``04,05 TIME; 02,03 TIME``."""
+    times = _chapter_times(r)
+    if len(times) <= 1:
+        return next(iter(times), _when(r.graded_at))
+    return "; ".join(f"{','.join(chs)} {t}" for t, chs in sorted(times.items(), reverse=True))
