@@ -492,14 +492,14 @@ def _exercise_fixes(r: StudentResult, exercise: str, shown_errors: dict[str, str
         shown_errors.setdefault(first["child_error"], exercise)
     own_errors: set[str] = set()
     hints = {_split_message(first)[1]}
-    same = []
+    same_error, same_reason = [], []
     for c in rest:
         error = c.get("child_error")
         if error and (error == first.get("child_error") or error in own_errors or error in shown_errors):
-            same.append(c["case_id"])  # an error already shown
+            same_error.append(c["case_id"])  # an error already shown
             continue
         if basic_failed and not error:
-            same.append(c["case_id"])  # wrong values while the basic case fails too
+            same_reason.append(c["case_id"])  # wrong values while the basic case fails too
             continue
         problems, hint = _split_message(c)
         text = f"case {c['case_id']}: " + _one_line(problems[0] if problems else "failed")
@@ -509,11 +509,11 @@ def _exercise_fixes(r: StudentResult, exercise: str, shown_errors: dict[str, str
         lines.append(f"- {md_text(text)}")
         if error:
             own_errors.add(error)
-    if same:
-        why = "most likely for the same reason (fix the case above first)" if basic_failed else \
-            "with an error shown above"
-        lines.append(f"- {len(same)} more case{'s' if len(same) > 1 else ''} fail{'' if len(same) > 1 else 's'} "
-                     f"{why}: " + md_text(", ".join(same)) + ".")
+    for same, why in ((same_error, "with an error shown above"),
+                      (same_reason, "most likely for the same reason (fix the case above first)")):
+        if same:
+            lines.append(f"- {len(same)} more case{'s' if len(same) > 1 else ''} "
+                         f"fail{'' if len(same) > 1 else 's'} {why}: " + md_text(", ".join(same)) + ".")
     if lines[-1]:
         lines.append("")
     return lines
@@ -573,7 +573,7 @@ def _flag_lines(flags: list[str], limit: int | None) -> list[str]:
     shown = list(dict.fromkeys(_ADVISORY_TAIL.sub("", plain_numbers(f)) for f in flags))
     out = [f"- {md_text(f)}" for f in (shown if limit is None else shown[:limit])]
     if limit is not None and len(shown) > limit:
-        out.append(f"- ... and {len(shown) - limit} more (see {DETAILS_FILE}).")
+        out.append(f"- ... and {len(shown) - limit} more (see {md_text(DETAILS_FILE)}).")
     return out
 
 
@@ -624,7 +624,7 @@ def feedback_markdown(r: StudentResult) -> str:
                   "Structural checks for your instructor; they never change your points.", "",
                   *_flag_lines(r.flags, _MAX_FLAG_LINES), ""]
     extra = " and the end of your code's error output" if r.stderr_tail.strip() else ""
-    lines += [f"Every case's full message{extra}: {DETAILS_FILE} in this folder.", ""]
+    lines += [f"Every case's full message{extra}: {md_text(DETAILS_FILE)} in this folder.", ""]
     return "\n".join(lines)
 
 
