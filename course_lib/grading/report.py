@@ -342,14 +342,19 @@ _FLOAT = r"-?(?:\d+\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)"
 _PAIR = re.compile(rf"(?P<pre>\b(?:got|is) )(?P<a>{_FLOAT})(?P<mid>[,;] expected )(?P<b>{_FLOAT})")
 #: a float with more digits than a reader needs (five or more after the point)
 _LONG_FLOAT = re.compile(r"(?<![\w.])-?\d+\.\d{5,}(?:[eE][+-]?\d+)?(?![\w.])")
+#: both, in one pass (a pair's digits are not shortened again)
+_NUMBERS = re.compile(f"{_PAIR.pattern}|{_LONG_FLOAT.pattern}")
 
 
 def _short(x: float, digits: int = 4) -> str:
     """``x`` with ``digits`` significant digits, as a reader writes it (``-1.654``, ``0.0001234``, ``2.5e+08``)."""
     if x != x or x in (float("inf"), float("-inf")):
         return repr(x)
-    text = f"{x:.{digits}g}"
-    return text
+    if 1 <= abs(x) < 1e9:  # fixed notation: 12345.678 -> 12346, not 1.235e+04
+        decimals = max(0, digits - len(str(int(abs(x)))))
+        text = f"{x:.{decimals}f}"
+        return text.rstrip("0").rstrip(".") if "." in text else text
+    return f"{x:.{digits}g}"
 
 
 def _pair(m: re.Match) -> str:
@@ -370,8 +375,7 @@ def plain_numbers(text: str) -> str:
     """
     text = _SCALAR_REPR.sub(lambda m: m.group("v") if m.group("v") is not None else m.group("b") or m.group("n"),
                             str(text))
-    text = _PAIR.sub(_pair, text)
-    return _LONG_FLOAT.sub(lambda m: _short(float(m.group())), text)
+    return _NUMBERS.sub(lambda m: _pair(m) if m.group("a") is not None else _short(float(m.group())), text)
 
 
 # ---------------------------------------------------------------------------
