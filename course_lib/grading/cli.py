@@ -32,6 +32,17 @@ with ``--reference MANIFEST`` a run reuses that manifest and its inputs, and
 then a submission whose hash did not change since it was graded against the
 same manifest is skipped unless ``--force``.
 
+History: a report folder keeps earlier grades. Grading some chapters
+(``--chapters 04 05``) into it replaces, for each student graded now, those
+chapters' grades and keeps the other chapters' from their ``grade.json``, with
+when and against which manifest each chapter was graded (``grades.csv`` column
+``graded``; the earlier manifest is kept as ``DIR/_history/manifest-SHA.json``);
+a student graded before and not among the submissions now keeps a row with
+status ``missing`` (``summary.json``: ``missing``; ``history`` lists every
+run). Earlier reports the grader cannot read (a damaged ``grade.json`` or
+``summary.json``) stop the run with exit status 2 unless ``--force``, which
+replaces them.
+
 ``--solutions DIR``: the folder of the reference notebooks (``NN_topic.ipynb``
 for every chapter graded); default: ``solutions/`` of the course repository the
 command runs from (see :func:`course_lib.check.clone_root`). Outside a clone it
@@ -121,7 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chapters", nargs="+", default=[], metavar="NN", help="grade only these chapters (e.g. 04 05)")
     p.add_argument("--extra-tests", nargs="+", type=Path, default=[], metavar="PATH",
                    help="extra cases modules (same Case registry format: a CASES list)")
-    p.add_argument("--force", action="store_true", help="regrade submissions already graded (same hash)")
+    p.add_argument("--force", action="store_true",
+                   help="regrade submissions already graded (same hash), and replace earlier reports in --out "
+                        "that cannot be read (without it the grader stops)")
     p.add_argument("--single", action="store_true", help="each SUBMISSIONS path is one submission")
     p.add_argument("--student", default=None, help="with --single: the student id")
     p.add_argument("--solutions", type=Path, default=None, metavar="DIR",
@@ -273,9 +286,9 @@ def write_run_files(out_dir: Path, subs, results, exercises: list[str], summary:
 
 
 def _keep_earlier_manifest(out_dir: Path, reusing: Path | None) -> None:
-    """Before a new reference replaces ``DIR/_reference/manifest.json``, keep a copy of the earlier one as
-    ``DIR/_reference/earlier/manifest-<sha256>.json``: the chapters this run does not grade keep the grades
-    made with it, and their records name its SHA-256 (``chapter_manifest`` in ``grade.json``)."""
+    """Before a new reference replaces ``DIR/_reference/`` (the reference run removes it), keep a copy of the
+    earlier manifest as ``DIR/_history/manifest-<sha256>.json``: the chapters this run does not grade keep the
+    grades made with it, and their records name its SHA-256 (``chapter_manifest`` in ``grade.json``)."""
     import hashlib
 
     from .report import atomic_write
@@ -287,7 +300,7 @@ def _keep_earlier_manifest(out_dir: Path, reusing: Path | None) -> None:
         data = current.read_bytes()
     except OSError:
         return
-    atomic_write(out_dir / "_reference" / "earlier" / f"manifest-{hashlib.sha256(data).hexdigest()}.json", data)
+    atomic_write(out_dir / "_history" / f"manifest-{hashlib.sha256(data).hexdigest()}.json", data)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,18 +4,23 @@ Files (``DIR`` is ``--out``):
 
 * ``DIR/grades.csv`` - one row per submission, whatever happened to it:
   ``student, source, score, max, <one column per exercise>, status, runtime,
-  flags, submission_hash``; ``source`` is the folder/file name the id was made
-  from; ``status`` is ``ok``, ``timeout``, ``crashed``, ``memory`` or
-  ``invalid submission``. No cell starts a spreadsheet formula or holds a
-  line break.
+  flags, submission_hash, graded``; ``source`` is the folder/file name the id
+  was made from; ``status`` is ``ok``, ``timeout``, ``crashed``, ``memory``,
+  ``invalid submission`` or ``missing`` (graded before, not among the
+  submissions now); ``graded`` says when each chapter was graded; an exercise
+  never graded for the student is empty. No cell starts a spreadsheet formula
+  or holds a line break.
 * ``DIR/<student>/results.json`` - Gradescope's format: top-level ``score``,
   ``max_score``, ``execution_time``, ``output``, ``visibility``, ``tests``
   (one per case: ``name``, ``number``, ``score``, ``max_score``, ``status``,
   ``output``, ``visibility``); the instructor's flags go into a 0-point test
   with ``visibility: "hidden"``.
-* ``DIR/<student>/feedback.md`` - readable feedback for the student.
+* ``DIR/<student>/feedback.md`` - the student's one-screen feedback
+  (:func:`feedback_markdown`); ``DIR/<student>/details.md`` - every failing
+  case's full message (:func:`details_markdown`).
 * ``DIR/<student>/grade.json`` - the parent's record, used to skip an
-  unchanged submission on the next run.
+  unchanged submission on the next run and to keep the chapters a later run
+  does not grade (:func:`merge_results`).
 * ``DIR/summary.json`` - grader, Python, numpy and torch versions, the
   manifest's SHA-256, the sandbox and what it could not do, the limits, counts,
   and ``sources`` (student id -> the folder/file name it was made from).
@@ -74,12 +79,18 @@ class StudentResult:
         cases: one dict per case (``case_id``, ``exercise``, ``function``,
             ``points``, ``max_points``, ``passed``, ``message``, ``child_error``).
         flags: findings for the instructor (never change the score).
-        notes: remarks for the student (missing notebook, output cut, timeout ...).
-        chapter_status: chapter -> ``ok``/``timeout``/``crashed``/``memory``/``missing``.
+        notes: remarks for the student (missing notebook, output cut, timeout, a skipped cell ...), shown
+            once each, one line each.
+        chapter_status: chapter -> ``ok``/``timeout``/``crashed``/``memory``/``missing``/``unreadable``
+            (the last two make every exercise of the chapter one status in the feedback).
         runtime: wall-clock seconds spent on the submission.
         stderr_tail: the end of the child's stderr (the student's own output).
         graded_at: ISO time of grading.
         reused: ``True`` when taken unchanged from a previous run.
+        exercise_notes: exercise -> remarks shown once under that exercise (e.g. "ran with the course's
+            split_heads (5.1) in place of yours").
+        chapter_graded_at: chapter -> ISO time it was graded (chapters kept from earlier runs keep theirs).
+        chapter_manifest: chapter -> SHA-256 of the manifest it was graded against.
     """
 
     student: str
