@@ -643,6 +643,20 @@ def feedback_markdown(r: StudentResult) -> str:
     return "\n".join(lines)
 
 
+def _untouched_line(r: StudentResult, exercise: str) -> str:
+    """One line for an exercise not attempted (or whose notebook is missing or unreadable): its status, the
+    first line of the error its first case raised, and its hint."""
+    first = next((c for c in r.cases if c["exercise"] == exercise and not c["passed"]), None)
+    text = f"{exercise} {_function_of(r, exercise)}: {exercise_status(r, exercise)}"
+    if first is not None:
+        problems, hint = _split_message(first)
+        if problems:
+            text += f" - {_one_line(problems[0], 200)}"
+        if hint:
+            text += f" Hint: {hint}"
+    return f"- {md_text(text)}"
+
+
 def details_markdown(r: StudentResult) -> str:
     """``details.md``: everything behind :func:`feedback_markdown` - each failing case's full message (a case
     that failed with the same error as an earlier one points to it), every note and flag, when each chapter
@@ -669,8 +683,7 @@ def details_markdown(r: StudentResult) -> str:
                  if exercise_status(r, e) in ("not attempted", *_CHAPTER_STATUS_WORDS.values())]
     failed = [c for c in r.cases if not c["passed"] and c["exercise"] not in untouched]
     if untouched:
-        lines += ["## Not attempted or not readable", "",
-                  *[f"- {md_text(e)} {md_text(_function_of(r, e))}: {exercise_status(r, e)}" for e in untouched], ""]
+        lines += ["## Not attempted or not readable", "", *map(lambda e: _untouched_line(r, e), untouched), ""]
     if failed:
         lines += ["## Every failing case", ""]
         first_with: dict[str, str] = {}
