@@ -38,7 +38,7 @@ chapters' grades and keeps the other chapters' from their ``grade.json``, with
 when and against which manifest each chapter was graded (``grades.csv`` column
 ``graded``; the earlier manifest is kept as ``DIR/_history/manifest-SHA.json``);
 a student graded before and not among the submissions now keeps a row with
-status ``missing`` (``summary.json``: ``missing``; ``history`` lists every
+status ``missing submission`` (``summary.json``: ``missing``; ``history`` lists every
 run). Earlier reports the grader cannot read (a damaged ``grade.json`` or
 ``summary.json``) stop the run with exit status 2 unless ``--force``, which
 replaces them.
@@ -259,7 +259,8 @@ def reference_message(message: str, solutions: Path) -> str:
 def _print_table(results, out=sys.stdout) -> None:
     rows = [("student", "score", "status", "runtime", "flags")]
     for r in sorted(results, key=lambda r: r.student):
-        rows.append((r.student, f"{r.score}/{r.max_score}", r.status + (" (unchanged)" if r.reused and r.status != "missing" else ""),
+        status = r.status + (" (unchanged)" if r.reused and r.status != "missing submission" else "")
+        rows.append((r.student, f"{r.score}/{r.max_score}", status,
                      f"{r.runtime:.1f}s", str(len(r.flags))))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for n, row in enumerate(rows):
@@ -466,7 +467,8 @@ def main(argv: list[str] | None = None) -> int:
         present = {sub.student for sub in subs}
         missing = [missing_row(r) for sid, r in sorted(earlier.results.items()) if sid not in present]
         for r in missing:
-            log(f"{r.student}: graded before ({r.graded_at}), not among the submissions now: listed as missing")
+            log(f"{r.student}: graded before ({r.graded_at}), not among the submissions now: listed as "
+                f"'missing submission'")
         exercises = exercise_order([*ref.exercises(), *(e for r in [*results, *missing] for e in r.exercises_max)])
         statuses: dict[str, int] = {}
         for r in [*results, *missing]:

@@ -6,8 +6,8 @@ Files (``DIR`` is ``--out``):
   ``student, source, score, max, <one column per exercise>, status, runtime,
   flags, submission_hash, graded``; ``source`` is the folder/file name the id
   was made from; ``status`` is ``ok``, ``timeout``, ``crashed``, ``memory``,
-  ``invalid submission`` or ``missing`` (graded before, not among the
-  submissions now); ``graded`` says when each chapter was graded; an exercise
+  ``unreadable``, ``missing`` (a notebook), ``invalid submission`` or
+  ``missing submission`` (graded before, not among the submissions now); ``graded`` says when each chapter was graded; an exercise
   never graded for the student is empty. No cell starts a spreadsheet formula
   or holds a line break.
 * ``DIR/<student>/results.json`` - Gradescope's format: top-level ``score``,
@@ -57,9 +57,12 @@ __all__ = ["StudentResult", "atomic_write", "write_student_files", "grades_csv",
            "feedback_markdown", "md_fence", "md_text", "plain_text", "student_dir", "STATUSES",
            "exercise_order", "details_markdown", "plain_numbers", "exercise_status", "EXERCISE_STATUSES",
            "DETAILS_FILE", "chapter_of", "EarlierReports", "load_earlier", "merge_results", "stamp_chapters",
-           "missing_row", "graded_cell"]
+           "missing_row", "graded_cell", "MISSING_SUBMISSION"]
 
-STATUSES = ("ok", "timeout", "crashed", "memory", "invalid submission", "missing")
+#: ``unreadable``/``missing``: a notebook could not be read / is not in the submission (the grader's, per run);
+#: ``missing submission``: graded before, not among the submissions now (a row kept by :func:`missing_row`)
+STATUSES = ("ok", "timeout", "crashed", "memory", "unreadable", "missing", "invalid submission",
+            "missing submission")
 #: fields added after the first grade records were written (an older ``grade.json`` lacks them)
 _LATER_FIELDS = ("exercise_notes", "chapter_graded_at", "chapter_manifest")
 
@@ -452,6 +455,7 @@ def _split_message(c: dict) -> tuple[list[str], str]:
     head = f"Exercise {c['exercise']} ({c['function']}), case {c['case_id']}"
     body = message[len(head):] if message.startswith(head) else message
     body = body[1:] if body.startswith(":") else body
+    body = re.sub(r"\n  Note: [^\n]*", "", body)  # the grader's per-case note: shown once per exercise
     hint = ""
     if "\n  Hint: " in body:
         body, _, hint = body.partition("\n  Hint: ")
@@ -493,7 +497,7 @@ def _exercise_fixes(r: StudentResult, exercise: str, shown_errors: dict[str, str
     title = f"**{md_text(exercise)} {md_text(_function_of(r, exercise))}** " \
             f"({r.exercises.get(exercise, 0)} / {r.exercises_max.get(exercise, 0)})"
     lines = [title, ""]
-    for note in dict.fromkeys(r.exercise_notes.get(exercise, [])):
+    for note in _exercise_notes(r, exercise):
         lines += [f"- {md_text(note)}", ""]
     errors = {c.get("child_error") for c in failing}
     if len(errors) == 1 and None not in errors and next(iter(errors)) in shown_errors:
@@ -532,6 +536,14 @@ def _exercise_fixes(r: StudentResult, exercise: str, shown_errors: dict[str, str
     if lines[-1]:
         lines.append("")
     return lines
+
+
+def _exercise_notes(r: StudentResult, exercise: str) -> list[str]:
+    """The notes of one exercise, each once: ``r.exercise_notes[exercise]`` and the ``note`` of its cases (the
+    grader's "ran with the course's X in place of yours")."""
+    notes = list(r.exercise_notes.get(exercise, []))
+    notes += [c["note"] for c in r.cases if c["exercise"] == exercise and isinstance(c.get("note"), str) and c["note"]]
+    return list(dict.fromkeys(notes))
 
 
 def _table_rows(r: StudentResult, flagged: set[str]) -> list[str]:
@@ -674,7 +686,7 @@ def details_markdown(r: StudentResult) -> str:
         lines.append("")
     if r.notes:
         lines += ["## Notes", "", *[f"- {md_text(n)}" for n in dict.fromkeys(r.notes)], ""]
-    exercise_notes = [(e, n) for e in sorted(r.exercise_notes, key=_exercise_key) for n in r.exercise_notes[e]]
+    exercise_notes = [(e, n) for e in sorted(r.exercises_max, key=_exercise_key) for n in _exercise_notes(r, e)]
     if exercise_notes:
         lines += [*[f"- {md_text(e)}: {md_text(n)}" for e, n in exercise_notes], ""]
     if r.flags:
@@ -737,7 +749,9 @@ def exercise_order(exercises: list[str]) -> list[str]:
 # History: a report folder keeps the chapters it does not regrade
 # ---------------------------------------------------------------------------
 #: the overall statuses, the one that wins first when chapters graded at different times are merged
-_STATUS_ORDER = ("invalid submission", "timeout", "memory", "crashed", "ok")
+_STATUS_ORDER = ("invalid submission", "timeout", "memory", "crashed", "unreadable", "missing", "ok")
+#: the status of a student graded before whose submission is not among this run's
+MISSING_SUBMISSION = "missing submission"
 #: how many runs ``summary.json`` remembers
 MAX_HISTORY = 200
 
@@ -859,9 +873,9 @@ def merge_results(earlier: StudentResult | None, now: StudentResult, chapters: l
 
 def missing_row(earlier: StudentResult) -> StudentResult:
     """The ``grades.csv`` row of a student graded before and not in this run's submissions: the earlier
-    points, status ``missing`` (their report files are left as they were)."""
+    points, status ``missing submission`` (their report files are left as they were)."""
     d = earlier.to_json()
-    d["status"] = "missing"
+    d["status"] = MISSING_SUBMISSION
     row = StudentResult.from_json(d)
     row.reused = True
     return row

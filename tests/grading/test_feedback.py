@@ -204,6 +204,20 @@ def test_room_for_notebook_statuses_and_exercise_notes():
     assert "NotImplementedError" not in text
 
 
+def test_a_per_case_note_is_shown_once_per_exercise_and_never_as_a_hint():
+    """The grader's ``note`` on each case of a dependent exercise (and the ``Note:`` line it adds to the
+    message) is one line under the exercise."""
+    stand_in = "ran with the course's scaled_dot_product_attention (exercise 4.1) in place of yours"
+    cases = [_verdict(_case(f"4.2-{i}", "4.2", "self_attention"), produced=WRONG) for i in "abc"]
+    for c in cases:
+        c["note"] = stand_in
+        c["message"] += f"\n  Note: this case {stand_in}, so a mistake there costs no points here."
+    text = feedback_markdown(_result(cases))
+    assert text.count(stand_in) == 1, text
+    assert "Note: this case" not in text and "costs no points here" not in text
+    assert text.count(BASE_HINT) == 1
+
+
 def test_records_written_before_the_new_fields_still_load():
     r = _result(_no_scale_41())
     old = r.to_json()

@@ -2,7 +2,7 @@
 
 Grading some chapters (``--chapters 04``) into a folder of earlier reports keeps the other chapters' grades
 and replaces the regraded ones, each with when it was graded; a student graded before and missing now stays
-in ``grades.csv`` and ``summary.json`` as ``missing``; earlier reports the grader cannot read stop the run
+in ``grades.csv`` (status ``missing submission``) and ``summary.json`` (``missing``); earlier reports the grader cannot read stop the run
 unless ``--force``. The unit tests call :mod:`course_lib.grading.report`; the others run the command (root
 and ``unshare``, like the other grader tests).
 """
@@ -75,7 +75,7 @@ def test_grades_csv_lists_missing_students_and_leaves_ungraded_cells_empty():
     ada = report.merge_results(None, _record("ada", [_case("4.1-a", True)], T2, "m2"), ["04"])
     bob = report.missing_row(_record("bob", [_case("4.1-a", True), _case("6.1-a", True)], T1, "m1"))
     rows = {r["student"]: r for r in csv.DictReader(report.grades_csv([ada, bob], ["4.1", "6.1"]).splitlines())}
-    assert rows["bob"]["status"] == "missing" and rows["bob"]["score"] == "4"
+    assert rows["bob"]["status"] == "missing submission" and rows["bob"]["score"] == "4"
     assert rows["ada"]["6.1"] == "" and rows["ada"]["4.1"] == "2"
     assert rows["ada"]["graded"] == "2026-12-02 09:30 UTC"
 
@@ -142,13 +142,13 @@ def test_a_subset_run_keeps_the_other_chapters(regraded):
 
 def test_a_student_graded_before_and_missing_now_is_listed_as_missing(regraded):
     rows, summary = regraded.rows, regraded.summary
-    assert rows["cleo"]["status"] == "missing"
+    assert rows["cleo"]["status"] == "missing submission"
     assert rows["cleo"]["score"] == regraded.first.rows["cleo"]["score"]
     assert rows["cleo"]["source"] == "cleo"
-    assert summary["missing"] == ["cleo"] and summary["statuses"].get("missing") == 1
+    assert summary["missing"] == ["cleo"] and summary["statuses"].get("missing submission") == 1
     assert [h["chapters"] for h in summary["history"]] == [["04", "06"], ["04"]]
     assert summary["history"][-1]["missing"] == ["cleo"]
-    assert "missing" in regraded.proc.stdout
+    assert "missing submission" in regraded.proc.stdout
     assert (regraded.out / "cleo" / "grade.json").read_text()  # her report files are left as they were
 
 
@@ -163,4 +163,4 @@ def test_unreadable_earlier_reports_stop_the_run_unless_force(regraded, tmp_path
     forced = load_run(out, run_grader([regraded.subs, "--out", out, "--chapters", "04", "--force",
                                        "--timeout", "30"], work_tmp=work_tmp))
     assert forced.rows["bob"]["6.1"] == ""  # his unreadable record could not be kept: 06 is not graded now
-    assert forced.rows["cleo"]["status"] == "missing"
+    assert forced.rows["cleo"]["status"] == "missing submission"
