@@ -7,8 +7,9 @@ Files (``DIR`` is ``--out``):
   flags, submission_hash, graded``; ``source`` is the folder/file name the id
   was made from; ``status`` is ``ok``, ``timeout``, ``crashed``, ``memory``,
   ``unreadable``, ``missing`` (a notebook), ``invalid submission`` or
-  ``missing submission`` (graded before, not among the submissions now); ``graded`` says when each chapter was graded; an exercise
-  never graded for the student is empty. No cell starts a spreadsheet formula
+  ``missing submission`` (graded before, not among the submissions now);
+  ``graded`` says when each chapter was graded; an exercise never graded for
+  the student is empty. No cell starts a spreadsheet formula
   or holds a line break.
 * ``DIR/<student>/results.json`` - Gradescope's format: top-level ``score``,
   ``max_score``, ``execution_time``, ``output``, ``visibility``, ``tests``

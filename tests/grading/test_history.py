@@ -2,8 +2,8 @@
 
 Grading some chapters (``--chapters 04``) into a folder of earlier reports keeps the other chapters' grades
 and replaces the regraded ones, each with when it was graded; a student graded before and missing now stays
-in ``grades.csv`` (status ``missing submission``) and ``summary.json`` (``missing``); earlier reports the grader cannot read stop the run
-unless ``--force``. The unit tests call :mod:`course_lib.grading.report`; the others run the command (root
+in ``grades.csv`` (status ``missing submission``) and ``summary.json`` (``missing``); earlier reports the
+grader cannot read stop the run unless ``--force``. The unit tests call :mod:`course_lib.grading.report`; the others run the command (root
 and ``unshare``, like the other grader tests).
 """
 
