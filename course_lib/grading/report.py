@@ -529,11 +529,11 @@ def _exercise_fixes(r: StudentResult, exercise: str, shown_errors: dict[str, str
         lines.append(f"- {md_text(text)}")
         if error:
             own_errors.add(error)
-    for same, why in ((same_error, "with an error shown above"),
-                      (same_reason, "most likely for the same reason (fix the case above first)")):
+    for same, why in ((same_error, " with an error shown above"),
+                      (same_reason, ", most likely for the same reason (fix the case above first)")):
         if same:
             lines.append(f"- {len(same)} more case{'s' if len(same) > 1 else ''} "
-                         f"fail{'' if len(same) > 1 else 's'} {why}: " + md_text(", ".join(same)) + ".")
+                         f"fail{'' if len(same) > 1 else 's'}{why}: " + md_text(", ".join(same)) + ".")
     if lines[-1]:
         lines.append("")
     return lines
