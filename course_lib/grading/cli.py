@@ -32,6 +32,17 @@ with ``--reference MANIFEST`` a run reuses that manifest and its inputs, and
 then a submission whose hash did not change since it was graded against the
 same manifest is skipped unless ``--force``.
 
+History: a report folder keeps earlier grades. Grading some chapters
+(``--chapters 04 05``) into it replaces, for each student graded now, those
+chapters' grades and keeps the other chapters' from their ``grade.json``, with
+when and against which manifest each chapter was graded (``grades.csv`` column
+``graded``; the earlier manifest is kept as ``DIR/_history/manifest-SHA.json``);
+a student graded before and not among the submissions now keeps a row with
+status ``missing submission`` (``summary.json``: ``missing``; ``history`` lists every
+run). Earlier reports the grader cannot read (a damaged ``grade.json`` or
+``summary.json``) stop the run with exit status 2 unless ``--force``, which
+replaces them.
+
 ``--solutions DIR``: the folder of the reference notebooks (``NN_topic.ipynb``
 for every chapter graded); default: ``solutions/`` of the course repository the
 command runs from (see :func:`course_lib.check.clone_root`). Outside a clone it
@@ -121,7 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chapters", nargs="+", default=[], metavar="NN", help="grade only these chapters (e.g. 04 05)")
     p.add_argument("--extra-tests", nargs="+", type=Path, default=[], metavar="PATH",
                    help="extra cases modules (same Case registry format: a CASES list)")
-    p.add_argument("--force", action="store_true", help="regrade submissions already graded (same hash)")
+    p.add_argument("--force", action="store_true",
+                   help="regrade submissions already graded (same hash), and replace earlier reports in --out "
+                        "that cannot be read (without it the grader stops)")
     p.add_argument("--single", action="store_true", help="each SUBMISSIONS path is one submission")
     p.add_argument("--student", default=None, help="with --single: the student id")
     p.add_argument("--solutions", type=Path, default=None, metavar="DIR",
@@ -246,7 +259,8 @@ def reference_message(message: str, solutions: Path) -> str:
 def _print_table(results, out=sys.stdout) -> None:
     rows = [("student", "score", "status", "runtime", "flags")]
     for r in sorted(results, key=lambda r: r.student):
-        rows.append((r.student, f"{r.score}/{r.max_score}", r.status + (" (unchanged)" if r.reused else ""),
+        status = r.status + (" (unchanged)" if r.reused and r.status != "missing submission" else "")
+        rows.append((r.student, f"{r.score}/{r.max_score}", status,
                      f"{r.runtime:.1f}s", str(len(r.flags))))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for n, row in enumerate(rows):
@@ -255,18 +269,39 @@ def _print_table(results, out=sys.stdout) -> None:
             print("  ".join("-" * w for w in widths), file=out)
 
 
-def write_run_files(out_dir: Path, subs, results, exercises: list[str], summary: dict) -> None:
+def write_run_files(out_dir: Path, subs, results, exercises: list[str], summary: dict,
+                    earlier_sources: dict[str, str] | None = None) -> None:
     """Write ``grades.csv`` and ``summary.json`` (atomically), both mapping each id to its source.
 
     ``grades.csv`` gets a ``source`` column and ``summary`` a ``"sources"`` key:
     student id -> the folder/file name the id was made from
-    (:attr:`~course_lib.grading.intake.Submission.source`).
+    (:attr:`~course_lib.grading.intake.Submission.source`); ``earlier_sources`` gives it for the rows of
+    students graded before and missing now.
     """
     from .report import atomic_write, grades_csv
 
-    sources = {sub.student: sub.source for sub in sorted(subs, key=lambda s: s.student)}
+    sources = {**(earlier_sources or {}), **{sub.student: sub.source for sub in subs}}
+    sources = dict(sorted(sources.items()))
     atomic_write(out_dir / "grades.csv", grades_csv(results, exercises, sources))
     atomic_write(out_dir / "summary.json", json.dumps({**summary, "sources": sources}, indent=1))
+
+
+def _keep_earlier_manifest(out_dir: Path, reusing: Path | None) -> None:
+    """Before a new reference replaces ``DIR/_reference/`` (the reference run removes it), keep a copy of the
+    earlier manifest as ``DIR/_history/manifest-<sha256>.json``: the chapters this run does not grade keep the
+    grades made with it, and their records name its SHA-256 (``chapter_manifest`` in ``grade.json``)."""
+    import hashlib
+
+    from .report import atomic_write
+
+    current = out_dir / "_reference" / "manifest.json"
+    if reusing is not None or current.is_symlink() or not current.is_file():
+        return
+    try:
+        data = current.read_bytes()
+    except OSError:
+        return
+    atomic_write(out_dir / "_history" / f"manifest-{hashlib.sha256(data).hexdigest()}.json", data)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -280,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     from .grader import (GradingConfig, ReferenceRunError, build_reference, grade_submission, grader_fingerprint,
                          invalid_result, new_work_base, previous_result, versions)
     from .intake import discover, submission_hash
-    from .report import write_student_files
+    from .report import MAX_HISTORY, exercise_order, load_earlier, merge_results, missing_row, write_student_files
     from .grader import reachable_by_nobody
     from .sandbox import Limits, Supervisor, probe_sandbox, remove_tree
 
@@ -338,6 +373,14 @@ def main(argv: list[str] | None = None) -> int:
         return fail(f"--out {str(args.out)!r}: cannot create the report folder ({exc.strerror or exc}): name a "
                     f"folder you can write to")
     os.chmod(out_dir, 0o700)  # grades and feedback are private; the children never see this folder anyway
+    earlier = load_earlier(out_dir)  # before anything is written: the chapters this run does not grade are kept
+    if earlier.problems and not args.force:
+        return fail(f"--out {str(args.out)!r} holds reports the grader cannot read, so it cannot keep their "
+                    f"grades: {'; '.join(earlier.problems[:5])}"
+                    f"{f' (and {len(earlier.problems) - 5} more)' if len(earlier.problems) > 5 else ''}. "
+                    f"Name another folder, or pass --force to replace them")
+    for problem in earlier.problems:
+        print(f"course-grade: --force: replacing unreadable {problem}", file=sys.stderr)
     config = GradingConfig(out_dir=out_dir, course_root=root, solutions_dir=solutions,
                            cases_files=[cases, *(p.resolve() for p in args.extra_tests)], chapters=chapters,
                            limits=limits, jobs=args.jobs, force=args.force, reference_manifest=args.reference,
@@ -367,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"  {what}: {sentence}")
         for note in info.notes:
             log(f"sandbox note: {note}")
+        _keep_earlier_manifest(out_dir, args.reference)
         try:
             ref = build_reference(config, supervisor, info, work_base, log=log)
         except ReferenceRunError as exc:
@@ -395,6 +439,7 @@ def main(argv: list[str] | None = None) -> int:
                 r.notes = [f"The grader could not grade this submission ({type(exc).__name__}); "
                            f"tell the instructor."]
             sub.notebooks.clear()  # the bytes are in the work folder no more: do not keep a class's notebooks
+            r = merge_results(earlier.results.get(r.student), r, ref.chapters)
             write_student_files(out_dir, r)
             return r
 
@@ -419,10 +464,21 @@ def main(argv: list[str] | None = None) -> int:
         # Rewrite every report now that no child runs any more.
         for r in results:
             write_student_files(out_dir, r)
-        exercises = ref.exercises()
+        present = {sub.student for sub in subs}
+        missing = [missing_row(r) for sid, r in sorted(earlier.results.items()) if sid not in present]
+        for r in missing:
+            log(f"{r.student}: graded before ({r.graded_at}), not among the submissions now: listed as "
+                f"'missing submission'")
+        exercises = exercise_order([*ref.exercises(), *(e for r in [*results, *missing] for e in r.exercises_max)])
         statuses: dict[str, int] = {}
-        for r in results:
+        for r in [*results, *missing]:
             statuses[r.status] = statuses.get(r.status, 0) + 1
+        run_entry = {"started": started_at, "chapters": ref.chapters, "manifest_sha256": ref.sha256,
+                     "graded_now": sorted(r.student for r in results if not r.reused),
+                     "unchanged": sorted(r.student for r in results if r.reused),
+                     "missing": [r.student for r in missing]}
+        history = earlier.summary.get("history") if isinstance(earlier.summary.get("history"), list) else []
+        earlier_sources = earlier.summary.get("sources") if isinstance(earlier.summary.get("sources"), dict) else {}
         summary = {
             "grader": {"name": "course_lib.grading", "sha256": grader_fingerprint(),
                        "argv": [str(a) for a in (argv if argv is not None else sys.argv[1:])]},
@@ -439,6 +495,8 @@ def main(argv: list[str] | None = None) -> int:
             "intake_limits": asdict(config.intake),
             "jobs": args.jobs,
             "submissions": len(results),
+            "missing": [r.student for r in missing],
+            "history": [*history, run_entry][-MAX_HISTORY:],
             "graded_now": sum(1 for r in results if not r.reused),
             "unchanged_skipped": sum(1 for r in results if r.reused),
             "statuses": statuses,
@@ -446,10 +504,12 @@ def main(argv: list[str] | None = None) -> int:
             "started": started_at,
             "seconds": round(time.monotonic() - started, 2),
         }
-        write_run_files(out_dir, subs, results, exercises, summary)
-        _print_table(results)
+        write_run_files(out_dir, subs, [*results, *missing], exercises, summary,
+                        {r.student: str(earlier_sources.get(r.student, "")) for r in missing})
+        _print_table([*results, *missing])
+        gone = f", {len(missing)} graded before and missing now" if missing else ""
         print(f"\n{len(results)} submissions ({summary['graded_now']} graded now, "
-              f"{summary['unchanged_skipped']} unchanged) in {summary['seconds']:.1f}s; "
+              f"{summary['unchanged_skipped']} unchanged{gone}) in {summary['seconds']:.1f}s; "
               f"reports in {out_dir}")
         return 0
     finally:

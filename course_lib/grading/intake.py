@@ -40,8 +40,9 @@ __all__ = ["IntakeLimits", "Submission", "discover", "collect_notebooks", "stude
 _SKIP_DIRS = {".ipynb_checkpoints", "__MACOSX", ".git", "__pycache__"}
 
 #: Names the grader itself writes into ``--out`` (``report``/``cli``: grades.csv, summary.json;
-#: ``grader.build_reference``: _reference): no student id may take them (compared case-insensitively).
-RESERVED_IDS = frozenset({"grades.csv", "summary.json", "_reference"})
+#: ``grader.build_reference``: _reference; ``cli``: _history, the earlier manifests): no student id may take
+#: them (compared case-insensitively).
+RESERVED_IDS = frozenset({"grades.csv", "summary.json", "_reference", "_history"})
 
 #: Operating-system litter at the top level of a SUBMISSIONS folder, never a student's work:
 #: skipped (with a note on stderr). Files and folders are told apart so that a folder named

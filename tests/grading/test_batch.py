@@ -205,12 +205,17 @@ def test_forged_frames_earn_nothing(batch):
     assert any("result protocol" in f for f in g["flags"]), g["flags"]
 
 
+def _feedback_and_details(batch, student: str) -> str:
+    return "\n".join((batch.out / student / name).read_text() for name in ("feedback.md", "details.md"))
+
+
 def test_feedback_teaches(batch):
-    text = (batch.out / "stub" / "feedback.md").read_text()
+    assert "not attempted" in (batch.out / "stub" / "feedback.md").read_text()
+    text = (batch.out / "stub" / "details.md").read_text()
     assert "NotImplementedError: Exercise 4.1" in text and "Hint:" in text
-    text = (batch.out / "nan_inf" / "feedback.md").read_text()
+    text = _feedback_and_details(batch, "nan_inf")
     assert "NaN or infinite" in text
-    text = (batch.out / "wrong_dtype_shape" / "feedback.md").read_text()
+    text = _feedback_and_details(batch, "wrong_dtype_shape")
     assert "expected bool" in text and "has shape" in text
 
 

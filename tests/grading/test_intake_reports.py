@@ -267,13 +267,14 @@ def test_grades_csv_has_a_source_column_after_student():
     text = grades_csv(rows, ["4.1", "10.2"], sources)
     lines = text.splitlines()
     assert len(lines) == 3
-    assert lines[0] == "student,source,score,max,4.1,10.2,status,runtime,flags,submission_hash"
+    assert lines[0] == "student,source,score,max,4.1,10.2,status,runtime,flags,submission_hash,graded"
     table = {r["student"]: r for r in csv.DictReader(io.StringIO(text))}
     assert table["bob_smith__2_"]["source"] == "bob smith (2)"
     assert table["s_x"]["source"] == "'=x\\n+y"
     assert table["s_x"]["flags"] == "a\\n=cmd|' /C calc'!A0; b"
     # without sources: the old columns, unchanged
-    assert grades_csv(rows, ["4.1"]).splitlines()[0] == "student,score,max,4.1,status,runtime,flags,submission_hash"
+    assert grades_csv(rows, ["4.1"]).splitlines()[0] == ("student,score,max,4.1,status,runtime,flags,submission_hash,"
+                                                         "graded")
 
 
 def _defused(cell: str) -> bool:
@@ -288,7 +289,7 @@ LEADS = ["=", "+", "-", "@", "\t", "\r"]
 def test_every_text_cell_is_defused(lead):
     r = _result(f"{lead}id", status=f"{lead}status", flags=[f"{lead}flag"], submission_hash=f"{lead}hash")
     row = next(csv.reader(io.StringIO(grades_csv([r], []).splitlines()[1])))
-    assert len(row) == 7  # student, score, max, status, runtime, flags, submission_hash
+    assert len(row) == 8  # student, score, max, status, runtime, flags, submission_hash, graded
     for cell in (row[0], row[3], row[5], row[6]):
         assert _defused(cell), row
 
@@ -357,8 +358,9 @@ def _walk(tokens):
         yield from _walk(t.children or [])
 
 
-def test_feedback_fences_cannot_be_closed_by_student_text():
-    text = feedback_markdown(_evil_result())
+@pytest.mark.parametrize("render", [feedback_markdown, report.details_markdown])
+def test_feedback_fences_cannot_be_closed_by_student_text(render):
+    text = render(_evil_result())
     for fence in re.findall(r"^(`{3,})text$", text, flags=re.M):
         longest = max(len(m) for m in re.findall(r"`+", EVIL))
         assert len(fence) > longest
@@ -370,7 +372,21 @@ def test_feedback_renders_without_student_headings_links_images_or_html():
     tokens = list(_walk(md.parse(feedback_markdown(_evil_result()))))
     kinds = [t.type for t in tokens]
     headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
-    assert headings == ["Feedback for alice", "What to fix", "The end of your code's error output"]
+    assert headings == ["Feedback for alice", "What to fix", "Flagged for review"]
+    assert not {"link_open", "image", "html_block", "html_inline", "s_open", "em_open"} & set(kinds), set(kinds)
+    fences = [t.content for t in tokens if t.type == "fence"]
+    assert len(fences) == 1  # 4.1-a in full; 4.1-b (the same error) and 4.1-c (its own) one line each
+    assert fences[0] == "case 4.1-a:\n  - " + report.plain_text(_evil_result().cases[0]["message"]).split(
+        "\n  - ", 1)[1] + "\n"
+
+
+def test_details_render_without_student_headings_links_images_or_html():
+    md = _markdown()
+    tokens = list(_walk(md.parse(report.details_markdown(_evil_result()))))
+    kinds = [t.type for t in tokens]
+    headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
+    assert headings == ["Details for alice", "Notes", "Flags", "Every failing case",
+                        "The end of your code's error output"]
     assert not {"link_open", "image", "html_block", "html_inline", "s_open", "em_open"} & set(kinds), set(kinds)
     fences = [t.content for t in tokens if t.type == "fence"]
     assert len(fences) == 3  # 4.1-a, 4.1-c (4.1-b repeats 4.1-a) and the stderr tail
@@ -446,8 +462,9 @@ def test_honest_feedback_reads_cleanly():
     assert "- `08_masks.ipynb` is missing from the submission: its exercises score 0." in lines
     assert ("- Chapter 06: stopped after the time limit (an endless loop or very slow code?); its unfinished cases "
             "score 0.") in lines
-    assert "| 6.1 | 0 / 2 |" in lines
-    assert "- Exercise 6.1 (gelu), case 6.1-b: the same error as case 6.1-a above." in lines
+    assert "| 6.1 | gelu | 0 / 2 | not attempted |" in lines
+    assert "| 6.2 | ffn | 1 / 2 | partly |" in lines
+    assert "NotImplementedError" not in text.split("## What to fix")[1]  # an untouched exercise: its table row
     assert "```text" in lines and "````text" not in text  # the usual fence when nothing needs a longer one
     assert "  Hint: check `d_ff` and <eos> & co" in lines  # verbatim inside the fence: no entities, no escapes
     outside = re.sub(r"^```text\n.*?^```$", "", text, flags=re.M | re.S)

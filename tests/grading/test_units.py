@@ -22,6 +22,7 @@ import pytest
 from adversaries import EXERCISES, NB, SOLUTIONS, notebook, write_folder
 from course_lib.grading.compare import ResultError, compare_arrays, decode_arrays, judge_case, read_array
 from course_lib.grading.intake import IntakeLimits, Submission, collect_notebooks, discover, submission_hash
+from course_lib.grading import report
 from course_lib.grading.report import StudentResult, atomic_write, feedback_markdown, grades_csv, gradescope_results
 from course_lib.grading.sandbox import Limits
 from course_lib.grading.static_checks import check_source
@@ -278,8 +279,8 @@ def _result(**kw) -> StudentResult:
 def test_grades_csv_defuses_formulas_and_keeps_columns():
     text = grades_csv([_result()], ["4.1", "10.2"])
     header, row = text.splitlines()
-    assert header == "student,score,max,4.1,10.2,status,runtime,flags,submission_hash"
-    assert row.startswith("'=HYPERLINK(1),2,3,2,0,ok,")
+    assert header == "student,score,max,4.1,10.2,status,runtime,flags,submission_hash,graded"
+    assert row.startswith("'=HYPERLINK(1),2,3,2,,ok,")  # 10.2 was never graded for this student: empty
 
 
 def test_gradescope_results_hide_flags_from_students():
@@ -303,9 +304,12 @@ def test_feedback_shows_a_repeated_error_once():
     ])
     text = feedback_markdown(r)
     assert text.count("code cell 7 has a syntax error") == 1
-    assert "case 6.1-b: the same error as case 6.1-a above" in text
-    assert "case 6.2-b: the same error as case 6.1-a above" in text
-    assert "`y`: wrong values" in text
+    assert "1 more case fails with an error shown above: 6.1-b." in text
+    assert "1 more case fails with an error shown above: 6.2-b." in text and "`y`: wrong values" in text
+    details = report.details_markdown(r)
+    assert details.count("code cell 7 has a syntax error") == 1
+    assert "case 6.1-b: the same error as case 6.1-a above" in details
+    assert "case 6.2-b: the same error as case 6.1-a above" in details
 
 
 def test_grade_record_round_trip_and_rejects_junk():
