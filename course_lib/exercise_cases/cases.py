@@ -1,4 +1,4 @@
-"""The registry of autograded exercise cases (chapters 2-11).
+"""The registry of autograded exercise cases (chapters 1-11).
 
 Each :class:`Case` checks one exercise on one deterministic input:
 
