@@ -593,7 +593,7 @@ def load_submission(notebook_path: str | PathLike[str], required: Iterable[str] 
             before = {name: module.__dict__[name] for name in names if name in module.__dict__}
             try:
                 exec(code, module.__dict__)
-            except Exception as exc:  # noqa: BLE001 - the student's definitions may raise anything
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - the student's definitions may raise anything
                 for name in names:  # this cell's definitions are lost, the earlier ones come back
                     if name in before:
                         module.__dict__[name] = before[name]

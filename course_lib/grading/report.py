@@ -52,7 +52,7 @@ __all__ = ["StudentResult", "atomic_write", "write_student_files", "grades_csv",
            "feedback_markdown", "md_fence", "md_text", "plain_text", "student_dir", "STATUSES",
            "exercise_order"]
 
-STATUSES = ("ok", "timeout", "crashed", "memory", "invalid submission")
+STATUSES = ("ok", "timeout", "crashed", "memory", "unreadable", "missing", "invalid submission")
 
 
 @dataclass
