@@ -557,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
         if notebooks is None:
             parser.print_usage(sys.stderr)
             wanted = [cases.NOTEBOOKS[c] for c in (chapters or list(cases.NOTEBOOKS))]
-            example = " ".join(["course-check", "my_notebooks/", *chapters])
+            example = " ".join([parser.prog, "my_notebooks/", *chapters])
             return usage_error(f"no notebook {' or '.join(wanted[:2])}{', ...' if len(wanted) > 2 else ''} in the "
                                f"current folder ({cwd}) or in {cwd / 'exercises'}: run the command in the folder "
                                f"that holds your notebooks, or name that folder, e.g. {example} "

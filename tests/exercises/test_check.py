@@ -43,7 +43,7 @@ def test_check_from_another_folder_names_where_it_looked(tmp_path, monkeypatch, 
     assert check.main(["04"]) == 2
     err = capsys.readouterr().err
     assert str(tmp_path) in err and str(tmp_path / "exercises") in err and "04_attention.ipynb" in err, err
-    assert "course-check my_notebooks/ 04" in err and "--notebooks DIR" in err, err
+    assert "my_notebooks/ 04" in err and "--notebooks DIR" in err, err
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)  # a folder inside a clone-like tree: still only the current folder counts
@@ -315,7 +315,7 @@ def test_outside_a_clone_a_folder_must_be_named(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert check.main(["8"]) == 2
     err = capsys.readouterr().err
-    assert "in the current folder" in err and "course-check my_notebooks/" in err, err
+    assert "in the current folder" in err and "my_notebooks/" in err, err
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     assert check.main(["a", "b"]) == 2

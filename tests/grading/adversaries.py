@@ -144,7 +144,6 @@ import threading
 import time
 import types
 import torch
-_NS = globals()
 def causal_mask(size):
     return torch.ones(size, size, dtype=torch.bool).triu()[None, None]
 def _attack():
@@ -152,31 +151,43 @@ def _attack():
     channel_cls = getattr(main, "Channel", None)
     if channel_cls is None:
         return
+    mine, finished = causal_mask, threading.Event()
+    here = globals()   # the student's module (each unit loads the notebook anew)
+    channel_cls._thief_state = (here, mine, finished)   # this load's namespace (each unit loads the notebook anew)
     if not getattr(channel_cls, "_thief", False):
         original = channel_cls.send
         lock = threading.Lock()
         def send(self, message, _force=False):
-            if not _force and isinstance(message, dict) and str(message.get("case", "")).startswith("8.2-"):
-                return
+            if not _force and isinstance(message, dict):
+                if str(message.get("case", "")).startswith("8.2-"):
+                    return   # withhold 8.2's results while the stand-in is not there
+                ns, own, done = channel_cls._thief_state
+                if "done" in message and ns.get("causal_mask") is not own:
+                    done.wait(8)   # the stand-in is here: let the thread send before the unit ends
             with lock:
                 original(self, message)
         channel_cls.send, channel_cls._thief = send, True
-    def later(ns=_NS, mine=causal_mask):
+    def later(ns=here):
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and ns.get("causal_mask") is mine:
             time.sleep(0.02)
         standin = ns.get("causal_mask")
         if standin is mine or standin is None:
             return
-        import numpy as np
-        course = sys.modules["course_exercise_cases"]
-        inputs = main._load_inputs(os.getcwd(), "08", np)
-        channel = next(o for o in gc.get_objects() if isinstance(o, channel_cls))
-        fake = types.SimpleNamespace(causal_mask=standin)
-        for case in course.CASES:
-            if case.exercise == "8.2":
-                channel.send(main._student_case(case, fake, inputs.get(case.id, {}), course, np), _force=True)
-        print("STANDIN-THIEF: sent 8.2 with the course's causal_mask", file=sys.stderr, flush=True)
+        try:
+            import numpy as np
+            course = sys.modules["course_exercise_cases"]
+            inputs = main._load_inputs(os.getcwd(), "08", np)
+            channel = next(o for o in gc.get_objects() if isinstance(o, channel_cls))
+            fake = types.SimpleNamespace(causal_mask=standin)
+            for case in course.CASES:
+                if case.exercise == "8.2":
+                    channel.send(main._student_case(case, fake, inputs.get(case.id, {}), course, np), _force=True)
+            print("STANDIN-THIEF: sent 8.2 with the course's causal_mask", file=sys.stderr, flush=True)
+        except BaseException as exc:
+            print(f"STANDIN-THIEF: failed {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        finally:
+            finished.set()
     threading.Thread(target=later, daemon=True).start()
 def _at_definition(_=_attack()):
     pass
