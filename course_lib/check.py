@@ -10,12 +10,12 @@ Usage (``course-check`` is the same command, installed with the package)::
 
 The notebooks are read from the folder named on the command line (an argument
 that is a folder and not a chapter number) or ``--notebooks DIR``; by default
-from the current directory when it holds exercise notebooks (so
+from the current folder when it holds a notebook of the chapters checked (so
 ``!python -m course_lib.check 04`` inside a notebook checks the notebooks next
-to it), else from ``exercises/`` of the course repository the command runs
-from (the clone the package was installed from with ``pip install -e .``, or
-the current folder or one above it). Outside a clone, name the folder. The
-checker reads the *saved* notebook files: save first.
+to it), else from ``./exercises/`` (so the command works from the root of a
+clone) - both relative to where the command runs, never a folder elsewhere.
+Otherwise it stops (exit 2) naming the folders it looked in and how to name
+another. The checker reads the *saved* notebook files: save first.
 
 The cases ship with the package (``course_lib/exercise_cases/cases.py``), so
 the command works from an installed package as from a clone, with the same
@@ -162,11 +162,15 @@ def resolve_chapters(args: list[str], notebooks: dict[str, str]) -> list[str]:
     return out
 
 
-def default_notebooks(cwd: Path, root: Path | None, notebooks: dict[str, str]) -> Path | None:
-    """The current directory if it holds an exercise notebook, else ``root/exercises`` (``None`` without a clone)."""
-    if any((cwd / name).is_file() for name in notebooks.values()):
-        return cwd
-    return root / "exercises" if root is not None else None
+def default_notebooks(cwd: Path, notebooks: dict[str, str], chapters: list[str] | tuple[str, ...] = ()
+                      ) -> Path | None:
+    """Where to look when no folder is named: ``cwd`` if it holds a notebook of ``chapters`` (every chapter
+    when empty), else ``cwd/exercises`` if that does, else ``None`` (never a clone's stubs elsewhere)."""
+    names = [notebooks[c] for c in chapters] if chapters else list(notebooks.values())
+    for folder in (cwd, cwd / "exercises"):
+        if any((folder / name).is_file() for name in names):
+            return folder
+    return None
 
 
 _CHAPTER_WORD = re.compile(r"(?:ch(?:apter)?)?0*\d+", re.I)
@@ -270,6 +274,10 @@ class CheckRun:
     warnings: list[str] = field(default_factory=list)
     #: chapter -> the notebook of that chapter that is not in ``notebooks`` (its cases are not run)
     missing: dict[str, str] = field(default_factory=dict)
+    #: chapter -> why its notebook cannot be read at all (not JSON, not nbformat 4, ...): said once
+    unreadable: dict[str, str] = field(default_factory=dict)
+    #: chapter -> one message per code cell that was skipped (a syntax error, a definition that raised)
+    skipped_cells: dict[str, list[str]] = field(default_factory=dict)
 
 
 def drawn_case_ids(cases: ModuleType, wanted: list) -> set[str]:
@@ -287,7 +295,7 @@ def drawn_case_ids(cases: ModuleType, wanted: list) -> set[str]:
 
 
 def _run_runner(chapters: list[str], notebooks: Path, timeout_s: float, case_timeout_s: float,
-                by_id: dict[str, CaseResult]) -> tuple[bool, int, str, list[str]]:
+                by_id: dict[str, CaseResult], run: CheckRun | None = None) -> tuple[bool, int, str, list[str]]:
     """Run ``course_lib.check_runner`` on ``chapters`` (all when empty), filling ``by_id`` with the results.
 
     Returns ``(killed, exit code, the end of its output, ids of the cases started)``.
@@ -330,6 +338,14 @@ def _run_runner(chapters: list[str], notebooks: Path, timeout_s: float, case_tim
                     item = json.loads(line)
                 except ValueError:  # a line cut short by the kill
                     continue
+                if isinstance(item, dict) and isinstance(item.get("notebook"), str) and run is not None:
+                    chapter = item["notebook"]
+                    if item.get("status") in ("missing", "unreadable"):
+                        run.unreadable[chapter] = str(item.get("problem", ""))
+                    notes = [str(n) for n in item.get("notes", []) if isinstance(n, str)]
+                    if notes:
+                        run.skipped_cells[chapter] = notes
+                    continue
                 result = by_id.get(item.get("id")) if isinstance(item, dict) else None
                 if result is None:
                     continue
@@ -370,7 +386,10 @@ def run_checks(chapters: list[str], notebooks: Path, timeout_s: float | None = N
     killed, returncode, log_tail, started = False, 0, "", []
     if present:
         killed, returncode, log_tail, started = _run_runner(
-            chapters if not run.missing else present, notebooks, timeout_s, case_timeout_s, by_id)
+            chapters if not run.missing else present, notebooks, timeout_s, case_timeout_s, by_id, run)
+    for result in by_id.values():  # an unreadable notebook is said once (format_report), not once per case
+        if result.chapter in run.unreadable and result.done and result.kind == "error":
+            result.kind = "unreadable"
     unfinished = [r for r in by_id.values() if not r.done]
     if killed:
         running = [i for i in started if not by_id[i].done]
@@ -449,12 +468,14 @@ def format_report(run: CheckRun, exercises: dict[str, str], max_messages: int = 
             status = f"{len(rs) - len(failed)} of {len(rs)} cases pass; did not finish (endless loop?)"
         elif all(r.kind == "missing" for r in rs):
             status = "notebook not found"
+        elif all(r.kind == "unreadable" for r in rs):
+            status = "notebook cannot be read"
         elif all(r.kind == "not_implemented" for r in failed) and len(failed) == len(rs):
             status = "not implemented yet"
         else:
             status = f"{len(rs) - len(failed)} of {len(rs)} cases pass"
         lines.append(f"  {ex:<9} {exercises.get(ex, '?'):<30} {earned:>3}/{possible:<3}  {status}")
-        failed = [r for r in failed if r.kind != "missing"]  # said once per notebook, below
+        failed = [r for r in failed if r.kind not in ("missing", "unreadable")]  # said once per notebook, below
         shown = [r for r in failed if r.kind != "not_implemented"][:max_messages]
         if shown:
             details.append(f"Exercise {ex} ({exercises.get(ex, '?')}):")
@@ -470,6 +491,13 @@ def format_report(run: CheckRun, exercises: dict[str, str], max_messages: int = 
         lines += ["", "Missing notebooks:"] + [
             f"  ! {name} (chapter {ch}) is not in {shown_path}: save your notebook there under its original name "
             f"({name})" for ch, name in run.missing.items()]
+    if run.unreadable:
+        lines += ["", "Notebooks that cannot be read (their exercises score 0):"] + [
+            "  ! " + _indent(textwrap.dedent(why), "    ").lstrip() for _ch, why in sorted(run.unreadable.items())]
+    if run.skipped_cells:
+        lines += ["", "Skipped cells (only their definitions are lost; the rest of the notebook is checked):"]
+        for _ch, notes in sorted(run.skipped_cells.items()):
+            lines += ["  ! " + _indent(note, "    ").lstrip() for note in notes]
     if run.problem:
         lines += ["", "Problem: " + run.problem]
     if run.warnings:
@@ -498,8 +526,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="chapters to check, e.g. 04 or 4 (default: all); an argument that is a folder (and not "
                              "a chapter number) is the folder with your notebooks, as --notebooks")
     parser.add_argument("--notebooks", metavar="DIR", help="folder with the NN_topic.ipynb notebooks "
-                        "(default: the current folder if it has them, else exercises/ of the course repository "
-                        "you run this from)")
+                        "(default: the current folder if it has them, else ./exercises/)")
     parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                         help=f"stop all the checks after this long (default {DEFAULT_TIMEOUT_PER_CHAPTER_S:g} s per chapter)")
     parser.add_argument("--case-timeout", type=float, default=DEFAULT_CASE_TIMEOUT_S, metavar="SECONDS",
@@ -525,12 +552,16 @@ def main(argv: list[str] | None = None) -> int:
         if not notebooks.is_dir():
             return usage_error(f"--notebooks {given!r} is not a folder")
     else:
-        notebooks = default_notebooks(Path.cwd(), clone_root(), cases.NOTEBOOKS)
+        cwd = Path.cwd()
+        notebooks = default_notebooks(cwd, cases.NOTEBOOKS, chapters)
         if notebooks is None:
             parser.print_usage(sys.stderr)
-            return usage_error(f"no exercise notebooks ({', '.join(list(cases.NOTEBOOKS.values())[:2])}, ...) in the "
-                               f"current folder, and this is not a clone of the course: name the folder that holds "
-                               f"your notebooks, e.g. course-check my_notebooks/ (or --notebooks DIR)")
+            wanted = [cases.NOTEBOOKS[c] for c in (chapters or list(cases.NOTEBOOKS))]
+            example = " ".join([parser.prog, "my_notebooks/", *chapters])
+            return usage_error(f"no notebook {' or '.join(wanted[:2])}{', ...' if len(wanted) > 2 else ''} in the "
+                               f"current folder ({cwd}) or in {cwd / 'exercises'}: run the command in the folder "
+                               f"that holds your notebooks, or name that folder, e.g. {example} "
+                               f"(or --notebooks DIR)")
         given = str(notebooks)
     wanted = [cases.NOTEBOOKS[c] for c in (chapters or list(cases.NOTEBOOKS))]
     if not any((notebooks / name).is_file() for name in wanted):

@@ -13,7 +13,11 @@ Command (a child process of ``course-check``; not meant to be run by hand)::
     python -m course_lib.check_runner --notebooks DIR --results FILE
         [--chapter NN ...] [--case-timeout SECONDS] [--expect-stubs]
 
-writes to ``FILE`` (emptied first) one JSON line ``{"id", "kind": "started"}``
+writes to ``FILE`` (emptied first), per chapter, one JSON line
+``{"notebook": NN, "status": "ok" | "missing" | "unreadable", "problem": str, "notes": [str]}``
+(``notes``: one message per code cell that was skipped - a syntax error, a
+definition that raised - so that the check command says it once, not once per
+case), then one JSON line ``{"id", "kind": "started"}``
 before each case and one ``{id, chapter, exercise, points, kind, message}``
 after it, each flushed at once, so that a run killed from outside keeps the
 finished cases and shows which one was running. ``kind`` is ``passed``,
@@ -71,38 +75,80 @@ class NotebookLoader:
     """The graded code of each chapter's notebook in ``folder``, loaded once per chapter.
 
     :meth:`get` returns the module made by
-    :func:`course_lib.grading.extract.load_namespace`, or raises
+    :func:`course_lib.grading.extract.load_submission`, or raises
     :class:`~course_lib.grading.extract.SubmissionError` (every time, with the
-    same message) when the notebook cannot be loaded.
+    same message and ``status``) when the notebook cannot be read at all.
+    :meth:`notes` gives the cells that were skipped (a syntax error, a
+    definition that raised), once per chapter, and :meth:`status` the
+    notebook's status: ``ok``, ``missing`` or ``unreadable``.
     """
 
     def __init__(self, folder: Path, notebooks: dict[str, str]) -> None:
         self.folder = Path(folder)
         self.notebooks = notebooks
         self._loaded: dict[str, object] = {}
+        self._notes: dict[str, list[str]] = {}
+        self._status: dict[str, str] = {}
 
     def path(self, chapter: str) -> Path:
         """The notebook file of ``chapter``."""
         return self.folder / self.notebooks[chapter]
 
+    def _load(self, chapter: str) -> None:
+        from course_lib.grading.extract import SubmissionError, load_submission
+
+        self._notes[chapter], self._status[chapter] = [], "ok"
+        if not self.folder.is_dir():
+            self._loaded[chapter] = f"the notebook folder {str(self.folder)!r} does not exist (option --notebooks)"
+            self._status[chapter] = "missing"
+            return
+        try:
+            module, skipped = load_submission(self.path(chapter))
+            self._loaded[chapter] = module
+            self._notes[chapter] = [rename_cells(s.message, self.path(chapter)) for s in skipped]
+        except SubmissionError as exc:
+            self._loaded[chapter] = str(exc)
+            self._status[chapter] = exc.status if exc.status in ("missing", "unreadable") else "unreadable"
+        except SystemExit as exc:  # sys.exit() in a default value or a class body
+            self._loaded[chapter] = (f"notebook {str(self.path(chapter))!r}: running its definitions "
+                                     f"and imports raised SystemExit({exc.code!r})")
+            self._status[chapter] = "unreadable"
+
     def get(self, chapter: str) -> ModuleType:
-        from course_lib.grading.extract import SubmissionError, load_namespace
+        from course_lib.grading.extract import SubmissionError
 
         if chapter not in self._loaded:
-            if not self.folder.is_dir():
-                self._loaded[chapter] = f"the notebook folder {str(self.folder)!r} does not exist (option --notebooks)"
-            else:
-                try:
-                    self._loaded[chapter] = load_namespace(self.path(chapter))
-                except SubmissionError as exc:
-                    self._loaded[chapter] = str(exc)
-                except SystemExit as exc:  # sys.exit() in a default value or a class body
-                    self._loaded[chapter] = (f"notebook {str(self.path(chapter))!r}: running its definitions "
-                                             f"and imports raised SystemExit({exc.code!r})")
+            self._load(chapter)
         value = self._loaded[chapter]
         if isinstance(value, str):
-            raise SubmissionError(value)
+            raise SubmissionError(value, status=self._status[chapter])
         return value
+
+    def notes(self, chapter: str) -> list[str]:
+        """One message per skipped cell of ``chapter``'s notebook ("code cell N" numbering); loads it if needed."""
+        if chapter not in self._loaded:
+            self._load(chapter)
+        return list(self._notes[chapter])
+
+    def status(self, chapter: str) -> str:
+        """``ok``, ``missing`` or ``unreadable`` (loads the notebook if needed)."""
+        if chapter not in self._loaded:
+            self._load(chapter)
+        return self._status[chapter]
+
+    def problem(self, chapter: str) -> str:
+        """Why the notebook cannot be checked (``""`` when it can), "code cell N" numbering."""
+        if chapter not in self._loaded:
+            self._load(chapter)
+        value = self._loaded[chapter]
+        return rename_cells(value, self.path(chapter)) if isinstance(value, str) else ""
+
+
+def rename_cells(text: str, notebook: Path) -> str:
+    """:func:`course_lib.grading.extract.rename_cells` (imported late: this module loads fast)."""
+    from course_lib.grading.extract import rename_cells as rename
+
+    return rename(text, notebook)
 
 
 def _cell_lines(notebook: Path) -> list[tuple[int, int]] | None:
@@ -119,12 +165,12 @@ def _cell_lines(notebook: Path) -> list[tuple[int, int]] | None:
 
 
 def student_frames(exc: BaseException, notebook: Path | None = None) -> str:
-    """The traceback lines that lie in the student's extracted code (or the last 3, if none),
+    """The traceback lines that lie in the student's extracted code (``""`` if none),
     with line numbers given as "code cell N, line M" of the notebook where possible."""
     frames = traceback.extract_tb(exc.__traceback__)
     own = [f for f in frames if f.filename.startswith("<extracted from")]
-    if not own:
-        return "".join(traceback.format_list(frames[-3:])).rstrip()
+    if not own:  # raised by the harness or a library it called: its frames would only confuse
+        return ""
     where = _cell_lines(notebook) if notebook is not None else None
     out = []
     for f in own:
@@ -134,6 +180,11 @@ def student_frames(exc: BaseException, notebook: Path | None = None) -> str:
         if f.line:
             out.append(f"    {f.line.strip()}")
     return "\n".join(out)
+
+
+def is_return_type_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is the cases' ``ReturnTypeError`` (a function returned a value of the wrong type)."""
+    return isinstance(exc, TypeError) and type(exc).__name__ == "ReturnTypeError"
 
 
 def run_case(case, cases: ModuleType, loader: NotebookLoader, *, expect_stubs: bool = False,
@@ -149,8 +200,7 @@ def run_case(case, cases: ModuleType, loader: NotebookLoader, *, expect_stubs: b
     answer is ``not_implemented`` (with the stub's message) when the call
     raises ``NotImplementedError`` naming the case's exercise, else ``failed``.
     """
-    from course_lib.check import rename_cells
-    from course_lib.grading.extract import SubmissionError
+    from course_lib.grading.extract import SubmissionError, install_standins, remove_standins
 
     timed_out = set() if timed_out is None else timed_out
     head = f"Exercise {case.exercise} ({case.function}), case {case.id}"
@@ -162,6 +212,20 @@ def run_case(case, cases: ModuleType, loader: NotebookLoader, *, expect_stubs: b
         ns = loader.get(case.chapter)
     except SubmissionError as exc:
         return "error", f"{head}: the notebook cannot be checked.\n  {rename_cells(str(exc), notebook)}"
+    standins = getattr(case, "standins", None) or {}
+    previous = install_standins(ns, standins) if standins else {}
+    try:
+        kind, message = _run_on(case, cases, ns, notebook, head, expect_stubs, case_timeout, timed_out)
+    finally:
+        remove_standins(ns, previous)
+    if previous and kind != "passed":
+        message += f"\n  Note: this case {cases.standin_note(previous)}, so a mistake there costs no points here."
+    return kind, message
+
+
+def _run_on(case, cases: ModuleType, ns: ModuleType, notebook: Path, head: str, expect_stubs: bool,
+            case_timeout: float, timed_out: set[str]) -> tuple[str, str]:
+    """:func:`run_case` once the notebook is loaded (and the stand-ins are in place)."""
     missing = [name for name in case.requires if not hasattr(ns, name)]
     if missing:
         return "error", (f"{head}: the notebook does not define {', '.join(missing)}. Keep the function name and "
@@ -191,9 +255,11 @@ def run_case(case, cases: ModuleType, loader: NotebookLoader, *, expect_stubs: b
     except NotImplementedError as exc:
         return "not_implemented", f"{head}: not implemented yet ({exc})."
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - the student's code may raise anything
-        note = f"\n{NAME_ERROR_NOTE}" if isinstance(exc, NameError) else ""
-        return "failed", (f"{head}: calling your code raised {type(exc).__name__}: {exc}\n"
-                          f"{student_frames(exc, notebook)}{note}\n  Hint: {case.hint}")
+        if is_return_type_error(exc):  # the one return-type rule (cases.to_array): one line, no frames
+            return "failed", f"{head}: {exc}"
+        lines = [f"{head}: calling your code raised {type(exc).__name__}: {exc}", student_frames(exc, notebook),
+                 NAME_ERROR_NOTE if isinstance(exc, NameError) else "", f"  Hint: {case.hint}"]
+        return "failed", "\n".join(line for line in lines if line)
     message = cases.compare(case, produced, case.expected())
     return ("failed", message) if message else ("passed", "")
 
@@ -219,7 +285,12 @@ def main(argv: list[str] | None = None) -> int:
             fh.write(json.dumps(record) + "\n")
             fh.flush()
 
+        reported: set[str] = set()
         for case in cases.cases_for(chapters):
+            if case.chapter not in reported:  # once per notebook: its status and the cells that were skipped
+                reported.add(case.chapter)
+                write({"notebook": case.chapter, "status": loader.status(case.chapter),
+                       "problem": loader.problem(case.chapter), "notes": loader.notes(case.chapter)})
             write({"id": case.id, "kind": "started"})
             kind, message = run_case(case, cases, loader, expect_stubs=args.expect_stubs,
                                      case_timeout=args.case_timeout, timed_out=timed_out)

@@ -49,7 +49,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["Case", "CASES", "NOTEBOOKS", "EXERCISES", "Draws", "drawing", "to_array", "compare", "cases_for"]
+__all__ = ["Case", "CASES", "NOTEBOOKS", "EXERCISES", "Draws", "drawing", "to_array", "ReturnTypeError", "compare",
+           "cases_for"]
 
 #: chapter -> notebook file name (in ``exercises/`` and ``solutions/``)
 NOTEBOOKS: dict[str, str] = {
@@ -132,6 +133,14 @@ class Case:
             comparison (argmax, a top-p boundary): ``True`` when the drawn
             inputs keep clear of ties, so float32 rounding cannot flip the
             answer. The grader redraws a case's inputs until it holds.
+        standins: ``{function name: source text}`` for an exercise that calls
+            another exercise's function: the case runs with the course's
+            definition (the source, a ``_STANDIN_*`` constant of this file)
+            in place of the student's, so that one mistake costs its own
+            points only. Trusted side only: the student copy of this file
+            has ``None`` here (:mod:`course_lib.grading.casefile`), and the
+            grader's child gets the sources only once every case of the
+            replaced exercise is closed.
     """
 
     id: str
@@ -145,11 +154,26 @@ class Case:
     atol: float
     hint: str
     robust: Callable[[], bool] | None = None
+    standins: dict[str, str] | None = None
 
     @property
     def function(self) -> str:
         """The name of the function the exercise asks for."""
         return EXERCISES[self.exercise]
+
+
+def standin_exercise(name: str) -> str | None:
+    """The exercise whose function is ``name`` (``"causal_mask"`` -> ``"8.2"``), or ``None``."""
+    return next((ex for ex, fn in EXERCISES.items() if fn == name), None)
+
+
+def standin_note(names) -> str:
+    """``"ran with the course's causal_mask in place of yours (exercise 8.2)"`` for the given stand-in names."""
+    parts = []
+    for name in sorted(names):
+        ex = standin_exercise(name)
+        parts.append(f"{name}" + (f" (exercise {ex})" if ex else ""))
+    return f"ran with the course's {', '.join(parts)} in place of yours"
 
 
 # ---------------------------------------------------------------------------
@@ -224,25 +248,56 @@ def _randint(seed: int, low: int, high: int, *shape: int) -> torch.Tensor:
                  lambda s: torch.randint(low, high, shape, generator=_gen(s)))
 
 
+class ReturnTypeError(TypeError):
+    """A student's function returned a value of the wrong type (see :func:`to_array`).
+
+    The check command and the grader show only its message (one line, no
+    traceback frames of the cases file): the mistake is in what the function
+    returns, not in where the harness noticed it.
+    """
+
+
+def _shape_words(value: object) -> str:
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        try:
+            return f" of shape {tuple(int(n) for n in shape)}"
+        except (TypeError, ValueError):
+            return ""
+    if isinstance(value, (list, tuple)):
+        return f" of length {len(value)}"
+    return ""
+
+
 def to_array(value: object, what: str, *, kind: str) -> np.ndarray:
-    """Convert a student's return value to a numpy array for comparison.
+    """Convert a student's return value to a numpy array for comparison: the one return-type rule.
+
+    The rule (the same in the check command and the grader, which both call
+    this function): an answer that is an array must be a ``torch.Tensor`` (any
+    float dtype for ``"f"``, any integer dtype for ``"i"``, ``torch.bool`` for
+    ``"b"``; it may require grad or live on a GPU); an answer that is one
+    number may also be a Python ``int``/``float``/``bool``, a NumPy scalar or a
+    0-dim NumPy array. A NumPy array with dimensions, a list, a tuple, ``None``
+    or anything else fails the case with one line, e.g. ``split_heads(x, 2)
+    returned numpy.ndarray of shape (2, 2, 5, 4); return a torch.Tensor``.
 
     Args:
-        value: a ``torch.Tensor``, numpy array/scalar, Python number or bool.
-        what: words naming the value, used in the error message.
+        value: what the student's function returned.
+        what: words naming the value (the call), used in the message.
         kind: the kind the exercise asks for: ``"f"`` (float -> float64),
             ``"i"`` (integer -> int64) or ``"b"`` (bool). A value of another
             kind is returned in its own kind (float64 / int64 / bool) so that
             the comparison reports the dtype mismatch.
 
     Raises:
-        TypeError: ``value`` is not a tensor, array or number (e.g. ``None``
-            because the function forgot to ``return``).
+        ReturnTypeError: ``value`` breaks the rule (e.g. ``None`` because the
+            function forgot to ``return``).
     """
+    words = _KIND_WORDS[kind]
     if isinstance(value, torch.Tensor):
         t = value.detach().cpu()
         if t.is_complex():
-            raise TypeError(f"{what} is a complex tensor; expected a real {_KIND_WORDS[kind]} tensor")
+            raise ReturnTypeError(f"{what} returned a complex tensor; return a real torch.Tensor of {words}s")
         if t.dtype == torch.bool:
             arr = t.numpy()
         elif t.dtype.is_floating_point:
@@ -255,13 +310,17 @@ def to_array(value: object, what: str, *, kind: str) -> np.ndarray:
         arr = np.asarray(int(value), dtype=np.int64)
     elif isinstance(value, (float, np.floating)):
         arr = np.asarray(float(value), dtype=np.float64)
-    elif isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
-        arr = value
+    elif isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf":
+        arr = value  # a NumPy number
     else:
-        raise TypeError(
-            f"{what} is a {type(value).__name__}; expected a torch.Tensor of {_KIND_WORDS[kind]}s"
-            + (" (did the function forget to `return`?)" if value is None else "")
-        )
+        name = type(value).__name__ if type(value).__module__ in ("builtins", None) else \
+            f"{type(value).__module__.split('.')[0]}.{type(value).__name__}"
+        if value is None:
+            raise ReturnTypeError(f"{what} returned None; return a torch.Tensor of {words}s "
+                                  f"(did the function forget to `return`?)")
+        fix = " (torch.from_numpy(...) converts it)" if isinstance(value, np.ndarray) else \
+            " (torch.tensor(...) or torch.stack(...) converts it)" if isinstance(value, (list, tuple)) else ""
+        raise ReturnTypeError(f"{what} returned {name}{_shape_words(value)}; return a torch.Tensor of {words}s{fix}")
     if arr.dtype.kind == "b":
         out = arr.astype(bool)
     elif arr.dtype.kind in "iu":
@@ -279,7 +338,7 @@ _KIND_WORDS = {"f": "float", "i": "integer", "b": "bool"}
 def _pair(result: object, what: str, names: tuple[str, str]) -> tuple[object, object]:
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         got = f"a {type(result).__name__}" + (f" of length {len(result)}" if isinstance(result, (tuple, list)) else "")
-        raise TypeError(f"{what} must return a pair ({names[0]}, {names[1]}); got {got}")
+        raise ReturnTypeError(f"{what} returned {got}; return a pair ({names[0]}, {names[1]})")
     return result[0], result[1]
 
 
@@ -328,6 +387,65 @@ def _f64(t: torch.Tensor) -> np.ndarray:
     return t.detach().to(torch.float64).numpy()
 
 
+# ---------------------------------------------------------------------------
+# Stand-ins: the course's own definition of an exercise that another exercise calls
+# ---------------------------------------------------------------------------
+# Written for this file (not copied from solutions/): each is run in a namespace of its own
+# and only the named function replaces the student's, for the cases that pass it as ``standins=``.
+# Trusted side only: the student copy of this file drops them (nothing uses them any more).
+_STANDIN_SCALED_DOT_PRODUCT_ATTENTION = '''
+import math
+import torch
+
+
+def scaled_dot_product_attention(q, k, v, mask=None):
+    if q.size(-1) != k.size(-1):
+        raise ValueError(f"q and k need the same last dimension (d_k); got {q.size(-1)} and {k.size(-1)}")
+    scores = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(q.size(-1)))
+    if mask is not None:
+        scores = torch.where(mask, scores, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1)
+    if mask is not None:
+        weights = torch.where(mask, weights, 0.0)
+    return torch.matmul(weights, v), weights
+'''
+
+_STANDIN_SPLIT_HEADS = '''
+import torch
+
+
+def split_heads(x, n_heads):
+    if x.dim() != 3:
+        raise ValueError(f"x must be (batch, seq_len, d_model); got shape {tuple(x.shape)}")
+    if n_heads < 1 or x.size(-1) % n_heads:
+        raise ValueError(f"d_model = {x.size(-1)} is not divisible by n_heads = {n_heads}")
+    return torch.stack(x.chunk(n_heads, dim=-1), dim=1)
+'''
+
+_STANDIN_MERGE_HEADS = '''
+import torch
+
+
+def merge_heads(x):
+    if x.dim() != 4:
+        raise ValueError(f"x must be (batch, n_heads, seq_len, d_k); got shape {tuple(x.shape)}")
+    return torch.cat(x.unbind(dim=1), dim=-1)
+'''
+
+_STANDIN_CAUSAL_MASK = '''
+import torch
+
+
+def causal_mask(q_len, k_len=None):
+    if q_len < 1:
+        raise ValueError(f"q_len must be at least 1; got {q_len}")
+    k_len = q_len if k_len is None else k_len
+    if k_len < q_len:
+        raise ValueError(f"k_len must be at least q_len = {q_len}; got {k_len}")
+    rows = torch.arange(q_len)[:, None] + (k_len - q_len)
+    return (torch.arange(k_len)[None, :] <= rows)[None, None]
+'''
+
 CASES: list[Case] = []
 
 
@@ -341,10 +459,13 @@ def _add(
     rtol: float = 1e-5,
     atol: float = 1e-6,
     robust: Callable[[], bool] | None = None,
+    standins: dict[str, str] | None = None,
 ) -> None:
+    """Register one case; ``standins``: see :class:`Case` (pass the ``_STANDIN_*`` constants, as a keyword)."""
     chapter = f"{int(exercise.split('.')[0]):02d}"
     CASES.append(Case(id=id, chapter=chapter, exercise=exercise, points=points, requires=(EXERCISES[exercise],),
-                      produce=produce, expected=expected, rtol=rtol, atol=atol, hint=hint, robust=robust))
+                      produce=produce, expected=expected, rtol=rtol, atol=atol, hint=hint, robust=robust,
+                      standins=dict(standins) if standins else None))
 
 
 def cases_for(chapters: tuple[str, ...] | list[str] | None = None) -> list[Case]:
@@ -1100,7 +1221,8 @@ for _id, _args in {
     "4.2-d-v-differs": (412, 1, 6, 12, 3, 5, False),
     "4.2-causal": (413, 2, 4, 8, 8, 6, True),
 }.items():
-    _add(_id, "4.2", 2, partial(_p_self_attention, args=_args), partial(_e_self_attention, _args), _SELF_HINT, atol=1e-5)
+    _add(_id, "4.2", 2, partial(_p_self_attention, args=_args), partial(_e_self_attention, _args), _SELF_HINT, atol=1e-5,
+         standins={"scaled_dot_product_attention": _STANDIN_SCALED_DOT_PRODUCT_ATTENTION})
 
 
 # ===========================================================================
@@ -1223,7 +1345,8 @@ for _id, _args in {
     "5.3-causal-self-3-heads": (523, 1, 4, 4, 12, 3, "causal-self"),
     "5.3-one-head": (524, 1, 3, 5, 8, 1, "none"),
 }.items():
-    _add(_id, "5.3", 2, partial(_p_mha, args=_args), partial(_e_mha, _args), _MHA_HINT, atol=1e-5)
+    _add(_id, "5.3", 2, partial(_p_mha, args=_args), partial(_e_mha, _args), _MHA_HINT, atol=1e-5,
+         standins={"split_heads": _STANDIN_SPLIT_HEADS, "merge_heads": _STANDIN_MERGE_HEADS})
 
 
 def _p_mha_half(ns: ModuleType, args) -> Arrays:
@@ -1257,7 +1380,8 @@ def _e_mha_half(args) -> Arrays:
 _add("5.3-float16-padding-mask", "5.3", 1, partial(_p_mha_half, args=(5251, 3, 3, 6, 8, 2, "padding")),
      partial(_e_mha_half, (5251, 3, 3, 6, 8, 2, "padding")),
      _MHA_HINT + " This case runs in float16: if you mask the scores yourself, fill with torch.finfo(scores.dtype).min "
-                 "(a fill value such as -1e9 overflows float16).", rtol=1e-2, atol=5e-3)
+                 "(a fill value such as -1e9 overflows float16).", rtol=1e-2, atol=5e-3,
+     standins={"split_heads": _STANDIN_SPLIT_HEADS, "merge_heads": _STANDIN_MERGE_HEADS})
 
 
 # ===========================================================================
@@ -1668,7 +1792,8 @@ _DEC_HINT = ("Combine both rules with a logical AND: key j is a real token (tgt[
              "Shape (batch, 1, q_len, tgt_len).")
 for _id, (_tgt, _pad, _q, _points) in _DEC_TOKENS.items():
     _add(_id, "8.3", _points, partial(_p_dec_mask, tgt=_tgt, pad_id=_pad, q_len=_q),
-         partial(lambda t, p, q: {"mask": _dec_reference(np.array(t), p, q)}, _tgt, _pad, _q), _DEC_HINT)
+         partial(lambda t, p, q: {"mask": _dec_reference(np.array(t), p, q)}, _tgt, _pad, _q), _DEC_HINT,
+         standins={"causal_mask": _STANDIN_CAUSAL_MASK})
 
 
 def _p_dec_mask_rejects(ns: ModuleType) -> Arrays:
@@ -1698,7 +1823,8 @@ def _e_dec_mask_drawn() -> Arrays:
     return {"mask": _dec_reference(tgt.numpy(), pad_id, q_len)}
 
 
-_add("8.3-drawn-tokens", "8.3", 2, _p_dec_mask_drawn, _e_dec_mask_drawn, _DEC_HINT)
+_add("8.3-drawn-tokens", "8.3", 2, _p_dec_mask_drawn, _e_dec_mask_drawn, _DEC_HINT,
+     standins={"causal_mask": _STANDIN_CAUSAL_MASK})
 
 
 def _prefix_reference(tokens: np.ndarray, prefix_lengths: np.ndarray, pad_id: int) -> np.ndarray:

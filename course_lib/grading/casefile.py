@@ -7,12 +7,15 @@ registers each case with its ``produce`` (calls the student's code on inputs)
 and its ``expected`` (computes the answer). :func:`student_copy` rewrites the
 source so that the child gets only the first half:
 
-1. in every call, an ``expected=`` or ``robust=`` keyword argument becomes
-   ``None``, and so does the ``expected`` positional argument of ``Case(...)``
-   (7th) and of the registry helper ``_add(...)`` (5th);
+1. in every call, an ``expected=``, ``robust=`` or ``standins=`` keyword
+   argument becomes ``None``, and so do the matching positional arguments of
+   ``Case(...)`` (7th, 11th, 12th) and of the registry helper ``_add(...)``
+   (5th, 9th, 10th); a stand-in is the course's own definition of an
+   exercise that another exercise calls, which the grader sends to the child
+   only once that exercise's cases are closed;
 2. top-level functions, classes and assignments that nothing else refers to
    any more (except the registry's own names, :data:`KEPT_NAMES`) - the expected-value functions, hand-worked answers, reference
-   implementations - are dropped, until nothing changes;
+   implementations, the stand-ins' source texts - are dropped, until nothing changes;
 3. comments disappear (the source is regenerated with :func:`ast.unparse`).
 
 Instructors writing an extra cases file: pass expected values only through
@@ -36,9 +39,9 @@ CASES_FILE = Path(__file__).resolve().parents[1] / "exercise_cases" / "cases.py"
 CASES_DIR = CASES_FILE.parent
 
 #: keyword arguments whose value only the trusted side may see
-STRIPPED_KEYWORDS = ("expected", "robust")
-#: call name -> positions of its positional arguments that are expected values or robustness checks
-_STRIPPED_POSITIONS = {"Case": (6, 10), "_add": (4, 8)}
+STRIPPED_KEYWORDS = ("expected", "robust", "standins")
+#: call name -> positions of its positional arguments that are expected values, robustness checks or stand-ins
+_STRIPPED_POSITIONS = {"Case": (6, 10, 11), "_add": (4, 8, 9)}
 #: names the grader's child reads from a cases module: never dropped
 KEPT_NAMES = frozenset({"CASES", "NOTEBOOKS", "EXERCISES", "Case", "Draws", "drawing", "to_array"})
 _DOCSTRING = "Student copy of a cases file, made by the course grader: every expected value was removed."

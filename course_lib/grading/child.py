@@ -33,9 +33,14 @@ What the child does, in order:
 3. sets its resource limits (soft = hard) and drops its privileges (to
    *nobody*, or every capability inside a user namespace; ``no_new_privs``);
 4. loads the cases, sends ``{"ready": ...}`` on the result channel and waits
-   for commands on the command channel: ``NN`` runs chapter NN - loads the
-   notebook, runs each case, sends ``{"case": id, "arrays": ..., "error": ...}``
-   per case and ``{"done": "NN"}`` at the end; ``exit`` (or end of input) ends it.
+   for commands on the command channel: each runs one *unit* of a chapter
+   (:func:`~course_lib.grading.protocol.run_command`: the case ids, and the
+   course's stand-ins for the functions of other exercises that these cases
+   call) - loads the notebook afresh (a cell that does not parse, or whose
+   definitions raise, is skipped), sends ``{"notebook": NN, "status": ...,
+   "notes": [...]}``, puts the stand-ins in place, sends
+   ``{"case": id, "arrays": ..., "error": ...}`` per case and
+   ``{"done": "NN", "unit": n}`` at the end; ``exit`` (or end of input) ends it.
 
 The clock is the parent's: it starts a chapter's time when it sends the
 command and accepts only results that reach it before the chapter's deadline.
@@ -506,6 +511,8 @@ def _describe(exc: BaseException, limit: int = 2000) -> str:
         where = f"\n  at {last.name}(){cell}: {(last.line or '').strip()}"
     try:
         text = f"{type(exc).__name__}: {exc}"
+        if type(exc).__name__ == "ReturnTypeError" and isinstance(exc, TypeError):  # the return-type rule: one line
+            return str(exc)[:limit]
     except BaseException:  # a student exception whose __str__ raises
         text = type(exc).__name__
     return (text[:limit] + where)[: limit + 400]
@@ -612,31 +619,47 @@ def _reference_case(case, ns, salt: str, course, np) -> dict:
 
 
 def _case_meta(case) -> dict:
+    """A case's manifest entry (reference run only: ``standins`` are the course's sources)."""
     return {"id": case.id, "chapter": case.chapter, "exercise": case.exercise,
             "function": getattr(case, "function", None) or (case.requires[0] if case.requires else case.exercise),
             "points": case.points, "requires": list(case.requires), "rtol": case.rtol, "atol": case.atol,
-            "hint": case.hint}
+            "hint": case.hint, "standins": dict(getattr(case, "standins", None) or {})}
 
 
-def _run_chapter(chapter: str, spec, work: str, cases: list, notebooks: dict, course, channel: Channel) -> None:
+def _run_unit(command: dict, spec, work: str, cases: list, notebooks: dict, course, channel: Channel) -> None:
+    """Run one unit (:func:`~course_lib.grading.protocol.run_command`): load the chapter's notebook afresh,
+    send its status, put the unit's stand-ins in place and run the unit's cases."""
     import numpy as np
 
-    from course_lib.grading.extract import SubmissionError, load_namespace
+    from course_lib.grading.extract import SubmissionError, install_standins, load_submission
 
-    ns, load_error = None, None
+    chapter = command["run"]
+    ns, load_error, status, notes = None, None, "ok", []
     name = notebooks.get(chapter)
     path = os.path.join(work, "submission", name) if name else None
     if path is None or not os.path.isfile(path):
         load_error = f"the notebook {name or 'of chapter ' + chapter} is not in the submission"
+        status = "missing"
     else:
         try:
-            ns = load_namespace(path)
+            ns, skipped = load_submission(path)
+            notes = [s.message for s in skipped]
         except SubmissionError as exc:
             load_error = str(exc)
+            status = "missing" if exc.status == "missing" else "unreadable"
         except BaseException as exc:  # SystemExit, KeyboardInterrupt ... at import time
             load_error = f"loading the notebook raised {_describe(exc)}"
+            status = "unreadable"
+    channel.send(PROTOCOL.notebook_message(chapter, status, load_error or "", notes[:50]))
+    standins = command["standins"]
+    if ns is not None and standins:
+        try:
+            install_standins(ns, standins)
+        except BaseException as exc:  # noqa: BLE001 - the course's sources are trusted; this is a bug of ours
+            load_error, ns = f"the course's stand-ins could not be installed: {_describe(exc)}", None
     inputs = {} if spec.mode == "reference" else _load_inputs(work, chapter, np)
-    for case in (c for c in cases if c.chapter == chapter):
+    wanted = set(command["cases"])
+    for case in (c for c in cases if c.chapter == chapter and c.id in wanted):
         if ns is None:
             message = PROTOCOL.case_message(case.id, error=load_error)
         elif any(not hasattr(ns, r) for r in case.requires):
@@ -666,19 +689,24 @@ def _named_code(obj) -> set:
 
 def _leaking_copies(paths: list[str], cases: list) -> list[str]:
     """The student copies (:mod:`course_lib.grading.casefile`) that still hold an expected value, a robustness
-    check, or a function the full cases use as one (e.g. passed to ``Case`` through a helper)."""
+    check, a stand-in's source, or a function the full cases use as one (e.g. passed to ``Case`` through a helper)."""
     import types
 
     secret = set()
+    standin_sources = set()
     for case in cases:
         for fn in (getattr(case, "expected", None), getattr(case, "robust", None)):
             secret |= _named_code(fn)
+        standin_sources |= set((getattr(case, "standins", None) or {}).values())
     leaks = []
     for i, path in enumerate(paths):
         try:
             module = _load_module(f"course_student_copy_{i}", path)
             bad = [getattr(c, "id", "?") for c in getattr(module, "CASES", [])
-                   if getattr(c, "expected", None) is not None or getattr(c, "robust", None) is not None]
+                   if getattr(c, "expected", None) is not None or getattr(c, "robust", None) is not None
+                   or getattr(c, "standins", None)]
+            bad += sorted(name for name, value in vars(module).items() if isinstance(value, str)
+                          and any(source.strip() and source.strip() in value for source in standin_sources))
             bad += sorted({name for name, value in vars(module).items() if isinstance(value, types.FunctionType)
                            and _named_code(value) & secret})
         except BaseException as exc:  # noqa: BLE001
@@ -717,11 +745,11 @@ def _serve(spec, work: str, channel: Channel) -> None:
     channel.send(PROTOCOL.ready_message(versions, **reference))
     with open(int(spec.command_fd), "r", encoding="ascii", errors="replace", closefd=False) as commands:
         for line in commands:
-            chapter = line.strip()
-            if chapter == "exit" or not chapter:
+            command = PROTOCOL.parse_command(line)
+            if command is None:
                 break
-            _run_chapter(chapter, spec, work, cases, notebooks, course, channel)
-            channel.send(PROTOCOL.done_message(chapter))
+            _run_unit(command, spec, work, cases, notebooks, course, channel)
+            channel.send(PROTOCOL.done_message(command["run"], command["unit"]))
 
 
 def _probe(spec, report: dict, channel: Channel) -> None:

@@ -224,6 +224,7 @@ class CaseVerdict:
     passed: bool
     message: str
     child_error: str | None = None
+    note: str = ""
 
 
 def judge_case(case: dict, message: dict | None, reference: dict[str, np.ndarray],

@@ -45,9 +45,10 @@ from os import PathLike
 from pathlib import Path
 from typing import Iterable, Mapping
 
-__all__ = ["SubmissionError", "extract_source", "load_namespace", "code_cell_numbers", "rename_cells",
+__all__ = ["SubmissionError", "SkippedCell", "load_submission", "extract_source", "load_namespace", "code_cell_numbers", "rename_cells",
            "rename_cells_with", "MAX_NOTEBOOK_BYTES", "read_notebook", "number_code_cells", "code_cells", "Chunk",
-           "extract_chunks", "extract_cells", "assemble_source"]
+           "extract_chunks", "extract_cells", "extract_cells_noting", "assemble_source", "install_standins",
+           "remove_standins"]
 
 
 class SubmissionError(ValueError):
@@ -57,7 +58,30 @@ class SubmissionError(ValueError):
     The message says which notebook, what is wrong and where (cell number and
     line, counting the notebook's cells from 1, markdown cells included), in
     words meant for the student.
+
+    ``status`` says which: ``"missing"`` (no such file), ``"unreadable"`` (not
+    UTF-8 JSON, not an nbformat-4 notebook, a malformed cell) or ``"incomplete"``
+    (a required name is not defined). A syntax error or a failing definition in
+    one cell is *not* a :class:`SubmissionError` any more: that cell is skipped
+    (see :func:`load_submission`).
     """
+
+    def __init__(self, message: str, status: str = "unreadable") -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class SkippedCell:
+    """A code cell whose definitions are not graded: it does not parse, or running its definitions raised.
+
+    ``message`` is meant for the student ("cell N" counts all cells from 1, as
+    everywhere in this module; callers rename it to "code cell M").
+    """
+
+    cell: int
+    reason: str  # "syntax" or "raised"
+    message: str
 
 
 # ---------------------------------------------------------------------------
@@ -86,7 +110,7 @@ def read_notebook(notebook_path: str | PathLike[str]) -> tuple[Path, dict]:
         where = "it is a directory" if path.is_dir() else "no such file"
         raise SubmissionError(
             f"notebook {str(path)!r} not found ({where}). Save your notebook under its "
-            f"original name ({path.name}) in the folder being checked."
+            f"original name ({path.name}) in the folder being checked.", status="missing"
         )
     text = _read_text(path)
     try:
@@ -363,15 +387,34 @@ class Chunk:
 
 
 def extract_chunks(notebook_path: str | PathLike[str]) -> tuple[Path, list[str], list[Chunk]]:
-    """Return the path, the ``__future__`` imports and the kept chunks, in order."""
+    """Return the path, the ``__future__`` imports and the kept chunks, in order (cells that do not parse are left out)."""
     path, cells = _read_code_cells(notebook_path)
     return (path, *extract_cells(path, cells))
 
 
 def extract_cells(path: Path, cells: list[tuple[int, str]]) -> tuple[list[str], list[Chunk]]:
-    """The ``__future__`` imports and the kept chunks of ``cells`` (from :func:`code_cells`), in order."""
+    """The ``__future__`` imports and the kept chunks of ``cells`` (from :func:`code_cells`), in order.
+
+    A cell that does not parse is left out (:func:`extract_cells_noting` says which).
+    """
+    futures, chunks, _skipped = extract_cells_noting(path, cells)
+    return futures, chunks
+
+
+def _syntax_note(path: Path, number: int, exc: SyntaxError) -> str:
+    code_line = (exc.text or "").rstrip("\n")
+    pointer = f"\n        {code_line.strip()[:200]}" if code_line.strip() else ""
+    return (f"notebook {str(path)!r}: cell {number} has a syntax error on line {exc.lineno}: {exc.msg}{pointer}\n"
+            f"That cell was skipped: its definitions are not graded (the rest of the notebook is). Fix it (the "
+            f"cell would not run in Jupyter either), save the notebook and check again.")
+
+
+def extract_cells_noting(path: Path, cells: list[tuple[int, str]]
+                         ) -> tuple[list[str], list[Chunk], list[SkippedCell]]:
+    """:func:`extract_cells`, and one :class:`SkippedCell` per code cell that does not parse (or compile)."""
     futures: list[str] = []
     chunks: list[Chunk] = []
+    skipped: list[SkippedCell] = []
     budget = _Budget()
     for number, raw in cells:
         source = _to_python(raw, budget)
@@ -381,15 +424,13 @@ def extract_cells(path: Path, cells: list[tuple[int, str]]) -> tuple[list[str], 
             compile(source, f"cell {number}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
             tree = ast.parse(source, filename=f"cell {number}")
         except SyntaxError as exc:
-            code_line = (exc.text or "").rstrip("\n")
-            pointer = f"\n        {code_line.strip()}" if code_line.strip() else ""
-            raise SubmissionError(
-                f"notebook {str(path)!r}: cell {number} has a syntax error on line {exc.lineno}: "
-                f"{exc.msg}{pointer}\nFix it (the cell would not run in Jupyter either), save the "
-                f"notebook and check again."
-            ) from None
+            skipped.append(SkippedCell(number, "syntax", _syntax_note(path, number, exc)))
+            continue
         except (ValueError, OverflowError, RecursionError, MemoryError) as exc:  # e.g. null bytes
-            raise SubmissionError(f"notebook {str(path)!r}: cell {number} cannot be compiled: {exc}") from None
+            skipped.append(SkippedCell(number, "syntax", (
+                f"notebook {str(path)!r}: cell {number} cannot be compiled ({type(exc).__name__}: {str(exc)[:200]}). "
+                f"That cell was skipped: its definitions are not graded (the rest of the notebook is).")))
+            continue
         lines = source.split("\n")
         body = tree.body
         for i, node in enumerate(body):
@@ -407,7 +448,7 @@ def extract_cells(path: Path, cells: list[tuple[int, str]]) -> tuple[list[str], 
                 chunks.append(Chunk(number, node.lineno, ast.unparse(node)))
             else:
                 chunks.append(Chunk(number, start, "\n".join(lines[start - 1 : end])))
-    return futures, chunks
+    return futures, chunks, skipped
 
 
 def assemble_source(path: Path, futures: list[str], chunks: list[Chunk]) -> tuple[str, list[tuple[int, int]]]:
@@ -464,62 +505,165 @@ def _locate(exc: BaseException, filename: str, where: list[tuple[int, int]]) -> 
     return found
 
 
-def load_namespace(notebook_path: str | PathLike[str], required: Iterable[str] = ()) -> types.ModuleType:
-    """Run a notebook's graded code in a fresh module and return that module.
+def _bound_names(text: str) -> set[str]:
+    """The top-level names a kept chunk binds (def/class names, import aliases, assignment targets)."""
+    names: set[str] = set()
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return names
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                names.add((alias.asname or alias.name).split(".")[0])
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+    return names
+
+
+def _future_flags(futures: list[str]) -> int:
+    import __future__
+
+    flags = 0
+    for text in futures:
+        for name in text.replace("from __future__ import", "").replace("(", "").replace(")", "").split(","):
+            feature = getattr(__future__, name.strip().split(" as ")[0], None)
+            flags |= getattr(feature, "compiler_flag", 0)
+    return flags
+
+
+def load_submission(notebook_path: str | PathLike[str], required: Iterable[str] = ()
+                    ) -> tuple[types.ModuleType, list[SkippedCell]]:
+    """Run a notebook's graded code in a fresh module; return the module and the cells that were skipped.
 
     Only the statements kept by :func:`extract_source` run, once, in a new
-    :class:`types.ModuleType` (nothing else of the notebook runs). The source is
-    registered with :mod:`linecache` under the name
-    ``"<extracted from PATH>"`` so that tracebacks show the student's lines.
+    :class:`types.ModuleType` (nothing else of the notebook runs), **one code
+    cell at a time**: a cell that does not parse is skipped, and so are the
+    definitions of a cell whose kept statements raise when they run (the
+    names it bound are restored to what they were before it ran) - each with
+    one :class:`SkippedCell` note; the other cells are graded. The source is
+    registered with :mod:`linecache` under the name ``"<extracted from PATH>"``
+    so that tracebacks show the student's lines.
 
     Args:
         notebook_path: path of an ``.ipynb`` file.
         required: names the module must define (e.g. the exercise functions).
 
-    Returns:
-        the module; its attributes are the notebook's definitions.
-
     Raises:
-        SubmissionError: everything :func:`extract_source` raises; running the
-            definitions raised an exception (message names the exception and,
-            where possible, the cell and line); a name in ``required`` is not
-            defined (all missing names are listed).
+        SubmissionError: the notebook cannot be read at all (``status``
+            ``missing`` or ``unreadable``), or a name in ``required`` is not
+            defined (``incomplete``; all missing names are listed).
     """
     required = tuple(required)
-    path, futures, chunks = extract_chunks(notebook_path)
+    path, cells = _read_code_cells(notebook_path)
+    futures, chunks, skipped = extract_cells_noting(path, cells)
     source, where = assemble_source(path, futures, chunks)
     filename = f"<extracted from {path}>"
     stem = re.sub(r"\W", "_", path.stem)
     module_name = f"submission_{stem}"
     module = types.ModuleType(module_name, f"Graded code of {path}")
-    try:
-        code = compile(source, filename, "exec", dont_inherit=True)
-    except SyntaxError as exc:  # only possible through odd interactions between cells
-        cell, line = where[exc.lineno - 1] if exc.lineno and 0 < exc.lineno <= len(where) else (0, 0)
-        place = f"cell {cell}, line {line}" if cell else f"line {exc.lineno} of the extracted code"
-        raise SubmissionError(f"notebook {str(path)!r}: syntax error at {place}: {exc.msg}") from None
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    flags = _future_flags(futures)
+    # one block per cell: (cell, first line in the assembled source (from 1), last line)
+    blocks: list[tuple[int, int, int]] = []
+    for index, (cell, _line) in enumerate(where, start=1):
+        if not cell:
+            continue
+        if blocks and blocks[-1][0] == cell and blocks[-1][2] == index - 1:
+            blocks[-1] = (cell, blocks[-1][1], index)
+        else:
+            blocks.append((cell, index, index))
+    lines = source.split("\n")
     previous = sys.modules.get(module_name)
     sys.modules[module_name] = module  # dataclasses and typing look the module up while classes are made
     try:
-        exec(code, module.__dict__)
-    except Exception as exc:
-        raise SubmissionError(
-            f"notebook {str(path)!r}: running its definitions and imports raised "
-            f"{type(exc).__name__}: {exc}{_locate(exc, filename, where)}. Only imports, "
-            f"def/class statements and constants are run when checking; make sure they run "
-            f"in a fresh kernel (Kernel > Restart & Run All)."
-        ) from exc
+        for cell, first, last in blocks:
+            text = "\n".join(lines[first - 1:last])
+            try:  # padded, so that line numbers are those of the assembled source
+                code = compile("\n" * (first - 1) + text, filename, "exec", flags=flags, dont_inherit=True)
+            except (SyntaxError, ValueError) as exc:  # only possible through odd interactions between chunks
+                skipped.append(SkippedCell(cell, "syntax", (
+                    f"notebook {str(path)!r}: cell {cell} cannot be compiled ({type(exc).__name__}: "
+                    f"{getattr(exc, 'msg', exc)}). That cell was skipped: its definitions are not graded.")))
+                continue
+            names = _bound_names(text)
+            before = {name: module.__dict__[name] for name in names if name in module.__dict__}
+            try:
+                exec(code, module.__dict__)
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - the student's definitions may raise anything
+                for name in names:  # this cell's definitions are lost, the earlier ones come back
+                    if name in before:
+                        module.__dict__[name] = before[name]
+                    else:
+                        module.__dict__.pop(name, None)
+                try:
+                    what = f"{type(exc).__name__}: {str(exc)[:300]}"
+                except Exception:  # noqa: BLE001 - an exception whose __str__ raises
+                    what = type(exc).__name__
+                lost = ", ".join(sorted(names)[:8]) or "nothing"
+                skipped.append(SkippedCell(cell, "raised", (
+                    f"notebook {str(path)!r}: running the definitions and imports of cell {cell} raised "
+                    f"{what}{_locate(exc, filename, where)}. That cell was skipped: its definitions ({lost}) are "
+                    f"not graded (the rest of the notebook is). Only imports, def/class statements and constants "
+                    f"are run when checking; make sure they run in a fresh kernel (Kernel > Restart & Run All).")))
     finally:
         if previous is None:
             sys.modules.pop(module_name, None)
         else:
             sys.modules[module_name] = previous
+    skipped.sort(key=lambda s: s.cell)
     missing = [name for name in required if not hasattr(module, name)]
     if missing:
         raise SubmissionError(
             f"notebook {str(path)!r} does not define {', '.join(repr(m) for m in missing)}. "
             f"Keep each exercise's function name and signature as given (do not rename it "
-            f"or delete its cell), then save the notebook."
+            f"or delete its cell), then save the notebook.", status="incomplete"
         )
-    return module
+    return module, skipped
+
+
+def load_namespace(notebook_path: str | PathLike[str], required: Iterable[str] = ()) -> types.ModuleType:
+    """The module of :func:`load_submission` (the notes on skipped cells are dropped)."""
+    return load_submission(notebook_path, required)[0]
+
+
+def install_standins(module: types.ModuleType, standins: Mapping[str, str]) -> dict[str, object]:
+    """Put the course's definition of each named function into ``module`` in place of the student's.
+
+    ``standins`` maps a function name to the source text of a definition
+    (the ``_STANDIN_*`` constants of the cases file). Each source runs in a
+    namespace of its own (its imports never replace the student's names) and
+    only the named function is copied into ``module``, so the student's
+    functions that look that name up in their globals call the course's
+    definition. Returns what to pass to :func:`remove_standins` to put the
+    student's definitions back.
+
+    Raises:
+        ValueError: a source does not define its name.
+    """
+    import builtins
+
+    previous: dict[str, object] = {}
+    for name, source in standins.items():
+        scope: dict[str, object] = {"__name__": f"course_standin_{name}", "__builtins__": builtins}
+        exec(compile(source, f"<course's {name}>", "exec", dont_inherit=True), scope)
+        if not callable(scope.get(name)):
+            raise ValueError(f"the stand-in source for {name} does not define it")
+        previous[name] = module.__dict__.get(name, _ABSENT)
+        module.__dict__[name] = scope[name]
+    return previous
+
+
+_ABSENT = object()
+
+
+def remove_standins(module: types.ModuleType, previous: Mapping[str, object]) -> None:
+    """Undo :func:`install_standins`: the student's own definitions (or their absence) come back."""
+    for name, value in previous.items():
+        if value is _ABSENT:
+            module.__dict__.pop(name, None)
+        else:
+            module.__dict__[name] = value

@@ -47,7 +47,7 @@ from .compare import (ResultError, compare_arrays, decode_arrays, judge_case, re
                       unearned_passes)
 from .intake import IntakeLimits, Submission, collect_notebooks
 from .report import StudentResult, atomic_write
-from .sandbox import (MEMORY_WORDS, ChildRun, ChildSpec, Limits, SandboxInfo, Supervisor, child_sys_path,
+from .sandbox import (MEMORY_WORDS, ChildRun, ChildSpec, Limits, PlanError, SandboxInfo, Supervisor, child_sys_path,
                       make_workdir, needed_paths, nobody_can_reach, remove_tree, run_chapters)
 from .inspect_notebooks import ChapterInspection, inspect_notebooks, rename_cells_with
 
@@ -313,8 +313,11 @@ def build_reference(config: GradingConfig, supervisor: Supervisor, info: Sandbox
         limits = replace(config.limits, chapter_timeout_s=max(config.limits.chapter_timeout_s * 5, 300),
                          submission_timeout_s=max(config.limits.submission_timeout_s * 3, 1800), cpu_s=None)
         spec = ChildSpec("reference", cases_files=cases_files, salt=secrets.token_hex(16), check_files=check_files)
-        run = run_chapters(work, spec, supervisor=supervisor, info=info, limits=limits, sys_path=child_sys_path(),
-                           chapters=chapters, case_ids={})
+        try:
+            run = run_chapters(work, spec, supervisor=supervisor, info=info, limits=limits,
+                               sys_path=child_sys_path(), chapters=chapters, case_ids={})
+        except PlanError as exc:
+            raise ReferenceRunError(f"the cases' stand-ins cannot be ordered: {exc}") from None
         if run.ready.get("leaks"):
             raise ReferenceRunError("the student copy of a cases file still carries expected values, which the "
                                  "student's process would hold: " + "; ".join(map(str, run.ready["leaks"]))
@@ -392,6 +395,12 @@ def _assemble_manifest(config: GradingConfig, run: ChildRun, chapters: list[str]
             continue
         entry = {k: c[k] for k in ("id", "chapter", "exercise", "function", "points", "requires", "rtol", "atol", "hint")}
         entry["points"] = int(entry["points"])
+        standins = c.get("standins") or {}
+        if not isinstance(standins, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                     for k, v in standins.items()):
+            problems.append(f"{cid}: malformed stand-ins")
+            continue
+        entry["standins"] = dict(standins)  # the course's sources; sent to a student's child in a later unit only
         entry["keys"] = _store_arrays(ref_dir, f"arrays/{cid}", got)
         entry["draws"] = _store_arrays(ref_dir, f"draws/{cid}", extra["draws"])
         cases.append(entry)
@@ -478,7 +487,8 @@ def grade_submission(sub: Submission, ref: Reference, config: GradingConfig, sup
         spec = ChildSpec("student", cases_files=_write_child_files(work, ref, present), hide=hidden_paths(config))
         case_ids = {ch: {c["id"] for c in ref.cases if c["chapter"] == ch} for ch in present}
         run = run_chapters(work, spec, supervisor=supervisor, info=info, limits=config.limits,
-                           sys_path=child_sys_path(), chapters=present, case_ids=case_ids) if present else ChildRun()
+                           sys_path=child_sys_path(), chapters=present, case_ids=case_ids,
+                           cases=ref.cases) if present else ChildRun()
         for ch in ref.chapters:
             if ch not in present:
                 run.chapter_status[ch] = "missing"
@@ -569,9 +579,43 @@ def _strip_workdir(text: str, work: Path) -> str:
     return text.replace("<extracted from submission/", "<extracted from ").replace("'submission/", "'")
 
 
+def standin_note(case: dict, cases: list[dict]) -> str:
+    """``"ran with the course's causal_mask (exercise 8.2) in place of yours"`` for a manifest entry with
+    stand-ins (``""`` without)."""
+    names = sorted((case.get("standins") or {}).keys())
+    if not names:
+        return ""
+    exercise_of = {c["function"]: c["exercise"] for c in cases}
+    parts = [name + (f" (exercise {exercise_of[name]})" if name in exercise_of else "") for name in names]
+    return f"ran with the course's {', '.join(parts)} in place of yours"
+
+
+def _notebook_notes(ref: Reference, run: ChildRun, work: Path, inspected: dict[str, ChapterInspection]
+                    ) -> tuple[dict[str, str], list[str]]:
+    """``(chapter -> why its notebook cannot be read, notes)``: each said once, not once per case."""
+    unreadable, notes = {}, []
+    for ch in ref.chapters:
+        seen = run.notebooks.get(ch)
+        if not seen:
+            continue
+        numbers = inspected[ch].cell_numbers if ch in inspected else {}
+        if seen["status"] != "ok":
+            why = rename_cells_with(_strip_workdir(seen["problem"], work), numbers) or "it cannot be read"
+            unreadable[ch] = why
+            notes.append(f"{ref.notebooks[ch]} cannot be read, so its exercises score 0: {why}")
+        for note in seen["notes"]:
+            notes.append(rename_cells_with(_strip_workdir(note, work), numbers))
+    return unreadable, notes
+
+
 def _judge(sub: Submission, ref: Reference, work: Path, run: ChildRun, flags: list[str],
            notes: list[str], limits: Limits, inspected: dict[str, ChapterInspection]) -> StudentResult:
     verdicts = []
+    unreadable, notebook_notes = _notebook_notes(ref, run, work, inspected)
+    notes.extend(notebook_notes)
+    for ch in unreadable:
+        if run.chapter_status.get(ch) == "ok":
+            run.chapter_status[ch] = "unreadable"
     for c in ref.cases:
         status = run.chapter_status.get(c["chapter"])
         numbers = inspected[c["chapter"]].cell_numbers if c["chapter"] in inspected else {}
@@ -579,12 +623,19 @@ def _judge(sub: Submission, ref: Reference, work: Path, run: ChildRun, flags: li
             v = judge_case(c, None, ref.arrays[c["id"]])
             v.message = (f"Exercise {c['exercise']} ({c['function']}), case {c['id']}: "
                          f"the notebook {ref.notebooks[c['chapter']]} is not in the submission.")
+        elif c["chapter"] in unreadable:
+            v = judge_case(c, None, ref.arrays[c["id"]])
+            v.message = (f"Exercise {c['exercise']} ({c['function']}), case {c['id']}: not graded - the notebook "
+                         f"{ref.notebooks[c['chapter']]} cannot be read (see the notes).")
         else:
             v = judge_case(c, run.results.get(c["id"]), ref.arrays[c["id"]], status)
             # the student's own file names and the "code cell N" numbering of the check command
             v.message = rename_cells_with(_strip_workdir(v.message, work), numbers)
             if v.child_error:
                 v.child_error = rename_cells_with(_strip_workdir(v.child_error, work), numbers)
+        v.note = standin_note(c, ref.cases)
+        if v.note and not v.passed and status not in ("missing",) and c["chapter"] not in unreadable:
+            v.message += f"\n  Note: this case {v.note}, so a mistake there costs no points here."
         verdicts.append(v)
     drawn = {c["id"]: bool(c.get("draws")) for c in ref.cases}
     unearned = unearned_passes((v.case_id, v.exercise, v.passed, drawn[v.case_id]) for v in verdicts)
@@ -595,7 +646,8 @@ def _judge(sub: Submission, ref: Reference, work: Path, run: ChildRun, flags: li
     memory = "memory" in run.chapter_status.values() or any(
         v.child_error and any(w in v.child_error for w in MEMORY_WORDS) for v in verdicts)
     statuses = set(run.chapter_status.values())
-    status = "timeout" if "timeout" in statuses else "memory" if memory else "crashed" if "crashed" in statuses else "ok"
+    status = ("timeout" if "timeout" in statuses else "memory" if memory else "crashed" if "crashed" in statuses
+              else "unreadable" if "unreadable" in statuses else "missing" if "missing" in statuses else "ok")
     for ch, s in sorted(run.chapter_status.items()):
         if s == "timeout":
             notes.append(f"Chapter {ch}: stopped after the time limit (an endless loop or very slow code?); "

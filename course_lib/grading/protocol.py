@@ -2,11 +2,21 @@
 
 Down: the parent writes one :class:`ChildRequest` as ``spec-N.json`` in the
 child's work folder and passes its path on the child's command line; later
-commands are lines on the command pipe (``NN`` runs chapter NN, ``exit``
-ends the child). Up: the child sends framed JSON messages on the result pipe
+commands are lines on the command pipe: one :func:`run_command` per *unit*
+(the cases of one chapter that run together, with the stand-ins they need;
+see :func:`course_lib.grading.sandbox.plan_units`), ``exit`` ends the child.
+Up: the child sends framed JSON messages on the result pipe
 (8 bytes of length, big-endian, then UTF-8 JSON), built by the functions
-below: :func:`ready_message` once, then per chapter one :func:`case_message`
-per case and :func:`done_message`; a probe child sends one :func:`probe_message`.
+below: :func:`ready_message` once, then per unit one :func:`notebook_message`,
+one :func:`case_message` per case and :func:`done_message`; a probe child
+sends one :func:`probe_message`.
+
+Version 2 (stand-ins): a unit's command carries the source text of the
+course's definitions that replace the student's for its cases (exercise B
+calling exercise A's function runs with the course's A). The parent sends
+it only after every case of A is closed - its results received or its
+unit's deadline passed - so that the child never holds a reference for
+anything it can still be graded on.
 
 Both sides check :data:`PROTOCOL_VERSION`: the child refuses a request of
 another version (:class:`ProtocolError`, before it runs anything), and the
@@ -27,10 +37,11 @@ import json
 from dataclasses import asdict, dataclass, field
 
 __all__ = ["PROTOCOL_VERSION", "ProtocolError", "ChildRequest", "ready_message", "case_message", "done_message",
-           "probe_message", "protocol_problem"]
+           "probe_message", "protocol_problem", "run_command", "parse_command", "notebook_message",
+           "NOTEBOOK_STATUSES"]
 
 #: raised whenever a field of :class:`ChildRequest` or a message changes meaning
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 #: the child's modes
 MODES = ("student", "reference", "probe")
 
@@ -155,9 +166,48 @@ def case_message(case_id: str, arrays: dict | None = None, error: str | None = N
     return {"case": case_id, "arrays": arrays or {}, "error": error, **extra}
 
 
-def done_message(chapter: str) -> dict:
-    """The end of one chapter's results."""
-    return {"done": chapter}
+def done_message(chapter: str, unit: int = 0) -> dict:
+    """The end of one unit's results (``unit``: its number in the parent's plan)."""
+    return {"done": chapter, "unit": unit}
+
+
+#: a notebook's status in :func:`notebook_message`
+NOTEBOOK_STATUSES = ("ok", "missing", "unreadable")
+
+
+def notebook_message(chapter: str, status: str, problem: str = "", notes: list | None = None) -> dict:
+    """Sent once per unit, after the notebook is loaded and before its cases: ``status`` (one of
+    :data:`NOTEBOOK_STATUSES`), why it cannot be read (``problem``) and one note per skipped code cell."""
+    return {"notebook": chapter, "status": status, "problem": problem, "notes": list(notes or [])}
+
+
+def run_command(chapter: str, unit: int, cases: list[str], standins: dict[str, str] | None = None) -> str:
+    """One command line (ASCII JSON, no line break): run ``cases`` of ``chapter``'s notebook, with ``standins``
+    (function name -> source text) in place of the student's functions; ``unit`` is echoed in the ``done``."""
+    return json.dumps({"run": chapter, "unit": unit, "cases": list(cases), "standins": dict(standins or {})},
+                      ensure_ascii=True, separators=(",", ":"))
+
+
+def parse_command(line: str) -> dict | None:
+    """A :func:`run_command` line back as ``{"run", "unit", "cases", "standins"}``; ``None`` for ``exit``/empty.
+
+    Raises:
+        ProtocolError: not a command of this protocol.
+    """
+    line = line.strip()
+    if not line or line == "exit":
+        return None
+    try:
+        command = json.loads(line)
+    except ValueError:
+        raise ProtocolError(f"not a command: {line[:80]!r}") from None
+    if (not isinstance(command, dict) or set(command) != {"run", "unit", "cases", "standins"}
+            or not isinstance(command["run"], str) or not isinstance(command["unit"], int)
+            or not isinstance(command["cases"], list) or not all(isinstance(c, str) for c in command["cases"])
+            or not isinstance(command["standins"], dict)
+            or not all(isinstance(k, str) and isinstance(v, str) for k, v in command["standins"].items())):
+        raise ProtocolError(f"malformed command: {line[:80]!r}")
+    return command
 
 
 def probe_message(report: dict) -> dict:

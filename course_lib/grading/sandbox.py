@@ -54,11 +54,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from . import protocol as PROTOCOL
 from .protocol import ChildRequest, protocol_problem
 
 __all__ = ["Limits", "SandboxInfo", "Supervisor", "ChildRun", "ChildSpec", "probe_sandbox", "run_chapters",
            "child_sys_path", "child_request", "needed_paths", "make_workdir", "remove_tree", "nobody_can_reach",
-           "MEMORY_WORDS", "CHILD_SCRIPT", "UnsafeSandboxError"]
+           "MEMORY_WORDS", "CHILD_SCRIPT", "UnsafeSandboxError", "Unit", "plan_units", "PlanError"]
 
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
 NOBODY_UID = 65534
@@ -960,6 +961,8 @@ class ChildRun:
         stderr_tail: the last characters of the children's stderr (untrusted).
         problems: what the parent saw go wrong (protocol errors), for the notes.
         killed_strays: escaped processes killed after a child ended.
+        notebooks: chapter -> ``{"status": "ok" | "missing" | "unreadable", "problem": str, "notes": [str]}``
+            as the child said it (untrusted text; one note per skipped code cell).
     """
 
     chapter_status: dict[str, str] = field(default_factory=dict)
@@ -971,12 +974,82 @@ class ChildRun:
     stderr_tail: str = ""
     problems: list[str] = field(default_factory=list)
     killed_strays: int = 0
+    notebooks: dict[str, dict] = field(default_factory=dict)
 
 
-def _run_chapter(session: ChildSession, chapter: str, case_ids: set[str], run: ChildRun, deadline: float) -> str:
-    """Send one chapter's command and collect its results until ``done`` or the deadline; return its status."""
-    if not session.send(chapter):
+@dataclass(frozen=True)
+class Unit:
+    """Cases of one chapter that one command runs together (:func:`plan_units`).
+
+    Attributes:
+        chapter: the two-digit chapter.
+        phase: 0 for cases that need no stand-in; ``k`` for cases whose stand-ins replace exercises of
+            phases below ``k``.
+        cases: the case ids, in the registry's order.
+        standins: ``((function name, source), ...)``, sorted: the course's definitions put in place of the
+            student's for these cases.
+    """
+
+    chapter: str
+    phase: int
+    cases: tuple[str, ...]
+    standins: tuple[tuple[str, str], ...] = ()
+
+
+class PlanError(ValueError):
+    """Stand-ins that cannot be ordered (an exercise replaced by itself, or a cycle)."""
+
+
+def plan_units(chapters: list[str], cases: list[dict]) -> list[Unit]:
+    """The order in which a child runs the cases: phase by phase, chapter by chapter.
+
+    ``cases``: manifest entries (``id``, ``chapter``, ``exercise``, ``function``, ``standins``). An
+    exercise without stand-ins is in phase 0; one whose cases run with the course's definition of other
+    exercises' functions is in phase ``1 + `` the highest phase of those exercises. The parent sends a
+    unit only after every unit of a lower phase is closed (its ``done`` arrived, its deadline passed or
+    its child was killed), and accepts results only for the cases of the unit being run - so the child
+    never holds a stand-in for an exercise it can still be graded on.
+
+    Raises:
+        PlanError: an exercise's stand-ins replace itself, directly or through others.
+    """
+    order = {ch: i for i, ch in enumerate(chapters)}
+    wanted = [c for c in cases if isinstance(c, dict) and c.get("chapter") in order]
+    exercise_of = {c["function"]: c["exercise"] for c in wanted if isinstance(c.get("function"), str)}
+    names: dict[str, set[str]] = {}
+    for c in wanted:
+        names.setdefault(c["exercise"], set()).update((c.get("standins") or {}).keys())
+    phases: dict[str, int] = {}
+
+    def phase_of(exercise: str, path: tuple[str, ...] = ()) -> int:
+        if exercise in phases:
+            return phases[exercise]
+        if exercise in path:
+            raise PlanError(f"the stand-ins of exercise {exercise} replace it (through {' -> '.join(path)})")
+        below = [phase_of(exercise_of[n], path + (exercise,)) if n in exercise_of else 0
+                 for n in names.get(exercise, ())]
+        phases[exercise] = 1 + max(below) if below else 0
+        return phases[exercise]
+
+    units: dict[tuple, list[str]] = {}
+    for c in wanted:
+        standins = tuple(sorted((str(k), str(v)) for k, v in (c.get("standins") or {}).items()))
+        if any(exercise_of.get(name) == c["exercise"] for name, _ in standins):
+            raise PlanError(f"case {c['id']}: its stand-ins replace its own exercise {c['exercise']}")
+        units.setdefault((phase_of(c["exercise"]), order[c["chapter"]], c["chapter"], standins), []).append(c["id"])
+    return [Unit(chapter, phase, tuple(ids), standins)
+            for (phase, _i, chapter, standins), ids in sorted(units.items(), key=lambda kv: kv[0][:2])]
+
+
+def _run_unit(session: ChildSession, number: int, unit: Unit, run: ChildRun, deadline: float) -> str:
+    """Send one unit's command and collect its results until its ``done`` or the deadline; return its status.
+
+    Only the unit's own cases are accepted, each once: a result for a case of an earlier unit (say, sent
+    once the child holds a stand-in for it) does not count.
+    """
+    if not session.send(PROTOCOL.run_command(unit.chapter, number, list(unit.cases), dict(unit.standins))):
         return "crashed"
+    case_ids = set(unit.cases)
     while True:
         message = session.next_message(deadline)
         if message is None:
@@ -984,11 +1057,24 @@ def _run_chapter(session: ChildSession, chapter: str, case_ids: set[str], run: C
                 run.problems.append(session.broken)
                 return "crashed"
             return "crashed" if session.eof else "timeout"
-        if message.get("done") == chapter:
+        if message.get("done") == unit.chapter and message.get("unit") == number:
             return "ok"
+        if "notebook" in message and message.get("notebook") == unit.chapter:
+            if unit.chapter not in run.notebooks:  # the first unit of the chapter says it
+                run.notebooks[unit.chapter] = _notebook_fields(message)
+            continue
         case_id = message.get("case")
         if isinstance(case_id, str) and case_id in case_ids and case_id not in run.results:
             run.results[case_id] = _kept_fields(message, reference=session.trusted)
+
+
+def _notebook_fields(message: dict) -> dict:
+    """What the parent keeps of a ``notebook`` message (untrusted text, capped)."""
+    status = message.get("status") if message.get("status") in PROTOCOL.NOTEBOOK_STATUSES else "ok"
+    problem = message.get("problem") if isinstance(message.get("problem"), str) else ""
+    notes = message.get("notes") if isinstance(message.get("notes"), list) else []
+    return {"status": status, "problem": problem[:MAX_ERROR_CHARS],
+            "notes": [n[:MAX_ERROR_CHARS] for n in notes[:20] if isinstance(n, str)]}
 
 
 def _kept_fields(message: dict, *, reference: bool = False) -> dict:
@@ -1009,22 +1095,28 @@ def _kept_fields(message: dict, *, reference: bool = False) -> dict:
     return kept
 
 
+_STATUS_RANK = {"ok": 0, "timeout": 3, "memory": 2, "crashed": 1}
+
+
 def run_chapters(work: Path, spec: ChildSpec, *, supervisor: Supervisor, info: SandboxInfo, limits: Limits,
-                 sys_path: list[str], chapters: list[str], case_ids: dict[str, set[str]]) -> ChildRun:
+                 sys_path: list[str], chapters: list[str], case_ids: dict[str, set[str]],
+                 cases: list[dict] | None = None) -> ChildRun:
     """Run ``chapters`` of the submission in ``work``; return what the parent saw.
 
-    One child runs the chapters in order, each on the parent's clock. If it
-    dies or overruns, that chapter is marked and a new child runs the chapters
-    not yet started, until all are done or the submission's time is spent.
-    ``case_ids`` maps each chapter to the ids whose results the parent accepts
-    for it (in the reference run, filled from the child's ``ready`` message when empty).
+    The cases run unit by unit (:func:`plan_units`: phase 0, the cases that need no stand-in, chapter by
+    chapter; then the cases that run with the course's definition of another exercise's function), each
+    unit on the parent's clock (``chapter_timeout_s`` each). If the child dies or overruns, that unit's
+    chapter is marked and a new child runs the units not yet started, until all are done or the
+    submission's time is spent. ``cases``: the manifest's case entries (in the reference run, taken from
+    the trusted child's ``ready`` message when ``None``); ``case_ids`` maps each chapter to the ids whose
+    results the parent accepts for it (in the reference run, filled from ``ready`` when empty).
     """
     run = ChildRun()
     start = time.monotonic()
     sub_deadline = start + limits.submission_timeout_s
-    remaining = list(chapters)
+    remaining: list[tuple[int, Unit]] | None = None
     received = 0  # bytes from all of this submission's children
-    while remaining and time.monotonic() < sub_deadline:
+    while (remaining is None or remaining) and time.monotonic() < sub_deadline:
         run.launches += 1
         session = ChildSession(work, spec, supervisor=supervisor, info=info, limits=limits, sys_path=sys_path,
                                launch=run.launches)
@@ -1038,19 +1130,23 @@ def run_chapters(work: Path, spec: ChildSpec, *, supervisor: Supervisor, info: S
             if not isinstance(ready, dict) or ready.get("ready") is not True or mismatch:
                 # the child never got going: another one would not either
                 status = "timeout" if time.monotonic() >= sub_deadline else "crashed"
-                for ch in remaining:
-                    run.chapter_status[ch] = status
+                for _number, unit in remaining or []:
+                    _mark(run, unit.chapter, status)
+                for ch in chapters:
+                    run.chapter_status.setdefault(ch, status)
                 remaining, failed = [], None
             else:
                 run.ready = run.ready or ready
                 _learn_case_ids(ready, case_ids)
+                if remaining is None:
+                    remaining = list(enumerate(_plan(chapters, case_ids, cases, ready, session.trusted)))
                 while remaining:
-                    chapter = remaining.pop(0)
+                    number, unit = remaining.pop(0)
                     deadline = min(sub_deadline, time.monotonic() + limits.chapter_timeout_s)
-                    status = _run_chapter(session, chapter, case_ids.get(chapter, set()), run, deadline)
-                    run.chapter_status[chapter] = status
+                    status = _run_unit(session, number, unit, run, deadline)
+                    _mark(run, unit.chapter, status)
                     if status != "ok":
-                        failed = chapter
+                        failed = unit.chapter
                         break
         finally:
             oom, strays = session.close()
@@ -1061,10 +1157,35 @@ def run_chapters(work: Path, spec: ChildSpec, *, supervisor: Supervisor, info: S
             run.output_cut = run.output_cut or _flooded(session, limits)
         if failed and run.chapter_status[failed] == "crashed" and (oom or any(w in err_tail for w in MEMORY_WORDS)):
             run.chapter_status[failed] = "memory"
-    for ch in remaining:
-        run.chapter_status[ch] = "timeout"
+    for _number, unit in remaining or []:
+        _mark(run, unit.chapter, "timeout")
+    for ch in chapters:
+        run.chapter_status.setdefault(ch, "timeout" if remaining is None else "ok")
     run.seconds = time.monotonic() - start
     return run
+
+
+def _mark(run: ChildRun, chapter: str, status: str) -> None:
+    """A chapter's status is its worst unit's."""
+    old = run.chapter_status.get(chapter)
+    if old is None or _STATUS_RANK.get(status, 1) > _STATUS_RANK.get(old, 1):
+        run.chapter_status[chapter] = status
+
+
+def _plan(chapters: list[str], case_ids: dict[str, set[str]], cases: list[dict] | None, ready: dict,
+          trusted: bool) -> list[Unit]:
+    """The units to run: from ``cases`` (the manifest), or in the trusted reference run from ``ready``."""
+    if cases is None:
+        cases = [c for c in ready.get("cases", []) if isinstance(c, dict)] if trusted else []
+    known = {cid for ids in case_ids.values() for cid in ids}
+    entries = [c for c in cases if c.get("id") in known]
+    planned = {cid for c in entries for cid in [c["id"]]}
+    units = plan_units(chapters, entries)
+    for ch in chapters:  # ids without a manifest entry (e.g. a test's own case_ids): phase 0, no stand-in
+        extra = sorted(i for i in case_ids.get(ch, set()) if i not in planned)
+        if extra:
+            units.insert(0, Unit(ch, 0, tuple(extra)))
+    return units
 
 
 def _learn_case_ids(ready: dict, case_ids: dict[str, set[str]]) -> None:

@@ -6,6 +6,8 @@ import re
 from pathlib import Path
 
 import nbformat
+import numpy as np
+import torch
 import pytest
 
 from course_lib import check
@@ -23,10 +25,137 @@ def test_resolve_chapters():
             resolve_chapters([bad], cases.NOTEBOOKS)
 
 
-def test_default_notebooks(tmp_path):
-    assert default_notebooks(tmp_path, ROOT, cases.NOTEBOOKS) == ROOT / "exercises"
+def test_default_notebooks_are_relative_to_the_current_folder(tmp_path):
+    assert default_notebooks(tmp_path, cases.NOTEBOOKS) is None  # never the clone's stubs elsewhere
+    assert default_notebooks(ROOT, cases.NOTEBOOKS, ["04"]) == ROOT / "exercises"  # from a clone's root
+    (tmp_path / "exercises").mkdir()
+    (tmp_path / "exercises" / "04_attention.ipynb").write_text("{}")
+    assert default_notebooks(tmp_path, cases.NOTEBOOKS, ["04"]) == tmp_path / "exercises"
+    assert default_notebooks(tmp_path, cases.NOTEBOOKS, ["05"]) is None
     (tmp_path / "04_attention.ipynb").write_text("{}")
-    assert default_notebooks(tmp_path, ROOT, cases.NOTEBOOKS) == tmp_path
+    assert default_notebooks(tmp_path, cases.NOTEBOOKS, ["04"]) == tmp_path
+    assert default_notebooks(tmp_path, cases.NOTEBOOKS) == tmp_path
+
+
+def test_check_from_another_folder_names_where_it_looked(tmp_path, monkeypatch, capsys):
+    """Run from a folder without notebooks (inside a clone or not): exit 2 naming the folders, never the stubs."""
+    monkeypatch.chdir(tmp_path)
+    assert check.main(["04"]) == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path) in err and str(tmp_path / "exercises") in err and "04_attention.ipynb" in err, err
+    assert "my_notebooks/ 04" in err and "--notebooks DIR" in err, err
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)  # a folder inside a clone-like tree: still only the current folder counts
+    assert check.main(["04"]) == 2
+    capsys.readouterr()
+
+
+def test_check_runs_from_the_notebooks_folder_as_the_last_cell_does(tmp_path, monkeypatch, capsys):
+    folder = _notebook_with(tmp_path, "08", {
+        "causal_mask": "if size < 1:\n    raise ValueError('size')\nreturn torch.ones(size, size, dtype=torch.bool).tril()[None, None]",
+    })
+    monkeypatch.chdir(folder)  # Jupyter's current folder is the notebook's
+    assert check.main(["08"]) == 0
+    out = capsys.readouterr().out
+    points = sum(c.points for c in cases.CASES if c.exercise == "8.2")
+    assert re.search(rf"8\.2\s+causal_mask\s+{points}/{points}\s+all", out), out
+
+
+def _code_cells_appended(folder: Path, chapter: str, *sources: str) -> Path:
+    name = cases.NOTEBOOKS[chapter]
+    nb = nbformat.read(folder / name, as_version=4)
+    nb.cells.extend(nbformat.v4.new_code_cell(src) for src in sources)
+    nbformat.write(nb, folder / name)
+    return folder / name
+
+
+def test_a_cell_that_does_not_parse_costs_only_its_own_definitions(tmp_path, capsys):
+    folder = _notebook_with(tmp_path, "08", {
+        "causal_mask": "if size < 1:\n    raise ValueError('size')\nreturn torch.ones(size, size, dtype=torch.bool).tril()[None, None]",
+    })
+    path = _code_cells_appended(folder, "08", "scratch = [1, 2\nprint(scratch", "def helper():\n    return 1\nimport no_such_module_here")
+    numbers = check.code_cell_numbers(path)
+    assert check.main(["08", "--notebooks", str(folder)]) == 0
+    out = capsys.readouterr().out
+    points = sum(c.points for c in cases.CASES if c.exercise == "8.2")
+    assert re.search(rf"8\.2\s+causal_mask\s+{points}/{points}\s+all", out), out  # the rest is graded
+    last_two = sorted(numbers.values())[-2:]
+    assert out.count("syntax error") == 1 and f"code cell {last_two[0]} has a syntax error" in out, out
+    assert out.count("No module named 'no_such_module_here'") == 1, out
+    assert f"cell {last_two[1]}" in out and "(helper, no_such_module_here)" in out, out
+
+
+def test_an_unreadable_notebook_is_said_once(tmp_path, capsys):
+    (tmp_path / cases.NOTEBOOKS["08"]).write_text('{"cells": [', encoding="utf-8")
+    assert check.main(["08", "--notebooks", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("not valid JSON") == 1, out
+    assert "notebook cannot be read" in out and "Notebooks that cannot be read" in out, out
+
+
+def test_a_dependent_exercise_runs_with_the_course_definition(tmp_path, capsys):
+    """8.3 calls 8.1/8.2: a wrong causal_mask costs 8.2's points only, and the message says why 8.3 still runs."""
+    folder = _notebook_with(tmp_path, "08", {
+        "padding_mask": "if tokens.dim() != 2:\n    raise ValueError('tokens')\nreturn (tokens != pad_id)[:, None, None, :]",
+        "causal_mask": "return torch.ones(size, size, dtype=torch.bool).triu()[None, None]",  # wrong: the future
+        "decoder_self_attention_mask": "return padding_mask(tgt, pad_id) & causal_mask(tgt.shape[1])",
+    })
+    points = {ex: sum(c.points for c in cases.CASES if c.exercise == ex) for ex in ("8.2", "8.3")}
+    assert check.main(["8", "--notebooks", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert re.search(rf"8\.2\s+causal_mask\s+0/{points['8.2']}\s", out), out
+    assert re.search(rf"8\.3\s+decoder_self_attention_mask\s+{points['8.3']}/{points['8.3']}\s+all", out), out
+
+
+def test_a_failing_dependent_case_says_it_ran_with_the_course_definition(tmp_path, capsys):
+    folder = _notebook_with(tmp_path, "08", {
+        "decoder_self_attention_mask": "return causal_mask(tgt.shape[1]).expand(tgt.shape[0], 1, -1, -1)",  # no padding
+    })
+    assert check.main(["8", "--notebooks", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "ran with the course's causal_mask (exercise 8.2), padding_mask (exercise 8.1) in place of yours" in out, out
+
+
+def test_standins_are_installed_only_for_their_cases_and_removed_after(tmp_path):
+    from course_lib.check_runner import NotebookLoader, run_case
+
+    folder = _notebook_with(tmp_path, "08", {
+        "causal_mask": "return 'student'",
+        "decoder_self_attention_mask": "return causal_mask(tgt.shape[1])",
+    })
+    loader = NotebookLoader(folder, cases.NOTEBOOKS)
+    ns = loader.get("08")
+    by_id = {c.id: c for c in cases.CASES}
+    run_case(by_id["8.3-pad-0"], cases, loader)
+    assert ns.causal_mask(3) == "student"  # put back after the case
+    kind, message = run_case(next(c for c in cases.CASES if c.exercise == "8.2" and "drawn" in c.id), cases, loader)
+    assert kind == "failed" and "returned str" in message  # 8.2's own cases use the student's function
+
+
+@pytest.mark.parametrize("body, words", [
+    ("return (tokens != pad_id)[:, None, None, :].numpy()", "returned numpy.ndarray of shape ("),
+    ("return (tokens != pad_id)[:, None, None, :].tolist()", "returned list of length"),
+    ("(tokens != pad_id)", "returned None"),
+])
+def test_return_type_rule_one_line_no_harness_frames(tmp_path, body, words):
+    from course_lib.check_runner import NotebookLoader, run_case
+
+    folder = _notebook_with(tmp_path, "08", {"padding_mask": body})
+    loader = NotebookLoader(folder, cases.NOTEBOOKS)
+    case = next(c for c in cases.CASES if c.exercise == "8.1" and "rejects" not in c.id)
+    kind, message = run_case(case, cases, loader)
+    assert kind == "failed" and words in message and "return a torch.Tensor of bools" in message, message
+    assert "File " not in message and "cases.py" not in message and "Traceback" not in message, message
+    assert len(message.splitlines()) == 1, message
+
+
+def test_numbers_are_accepted_where_one_number_is_the_answer():
+    for value in (2.5, np.float32(2.5), np.array(2.5), torch.tensor(2.5), 2):
+        assert cases.to_array(value, "f()", kind="f").shape == ()
+    for value in (np.ones(3), [1.0, 2.0], (1.0,), None, "2.5"):
+        with pytest.raises(TypeError, match="return a torch.Tensor"):
+            cases.to_array(value, "f()", kind="f")
 
 
 def test_format_report_table_and_messages():
@@ -152,7 +281,7 @@ def test_split_targets_folder_or_chapter(tmp_path, monkeypatch):
     chapters, folders = check.split_targets(["answers", "04", "5", "ch6", "04/", "04_attention", "07_x.ipynb"])
     assert chapters == ["04", "5", "ch6", "07_x.ipynb"]  # a bare chapter number stays a chapter
     assert folders == ["answers", "04/", "04_attention"]
-    assert default_notebooks(tmp_path, None, cases.NOTEBOOKS) is None
+    assert default_notebooks(tmp_path, cases.NOTEBOOKS) is None
 
 
 def test_clone_root_from_the_package_or_the_current_folder(tmp_path, monkeypatch):
@@ -189,7 +318,7 @@ def test_outside_a_clone_a_folder_must_be_named(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert check.main(["8"]) == 2
     err = capsys.readouterr().err
-    assert "not a clone of the course" in err and "course-check my_notebooks/" in err, err
+    assert "in the current folder" in err and "my_notebooks/" in err, err
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     assert check.main(["a", "b"]) == 2
@@ -217,7 +346,9 @@ def test_check_runner_needs_no_pytest(tmp_path):
                               timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]
         records = [json.loads(line) for line in results.read_text().splitlines()]
-        done = [r for r in records if r["kind"] != "started"]
+        assert [r for r in records if "notebook" in r] == [{"notebook": "08", "status": "ok", "problem": "",
+                                                             "notes": []}]
+        done = [r for r in records if "notebook" not in r and r["kind"] != "started"]
         assert [r["id"] for r in done] == [c.id for c in cases.cases_for(["08"])]
         assert {r["kind"] for r in done} == {kind}, [r for r in done if r["kind"] != kind][:2]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import builtins
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 
 from course_lib.check import load_cases
 from course_lib.grading import extract
-from course_lib.grading.extract import SubmissionError, extract_source, load_namespace
+from course_lib.grading.extract import SubmissionError, extract_source, load_namespace, load_submission
 
 ROOT = Path(__file__).resolve().parents[2]
 cases = load_cases()
@@ -44,8 +45,9 @@ def test_submission_error_is_a_value_error():
 
 
 def test_missing_notebook(tmp_path):
-    with pytest.raises(SubmissionError, match=r"not found.*04_attention\.ipynb"):
+    with pytest.raises(SubmissionError, match=r"not found.*04_attention\.ipynb") as info:
         load_namespace(tmp_path / "04_attention.ipynb")
+    assert info.value.status == "missing"
     with pytest.raises(SubmissionError, match="directory"):
         extract_source(tmp_path)
 
@@ -53,8 +55,9 @@ def test_missing_notebook(tmp_path):
 def test_invalid_json(tmp_path):
     path = tmp_path / "nb.ipynb"
     path.write_text('{"cells": [', encoding="utf-8")
-    with pytest.raises(SubmissionError, match="not valid JSON"):
+    with pytest.raises(SubmissionError, match="not valid JSON") as info:
         extract_source(path)
+    assert info.value.status == "unreadable"
 
 
 @pytest.mark.parametrize("content", [[1, 2], {"nbformat": 4}, {"cells": "x"}, {"cells": [], "nbformat": 3}, {"cells": [7]}])
@@ -65,31 +68,42 @@ def test_json_that_is_not_a_notebook(tmp_path, content):
         extract_source(path)
 
 
-def test_syntax_error_names_cell_and_line(tmp_path):
-    path = make_notebook(tmp_path / "nb.ipynb", ("md", "# title"), "import math", "x = 1\ndef f(:\n    pass")
-    with pytest.raises(SubmissionError) as info:
-        load_namespace(path)
-    message = str(info.value)
-    assert "cell 3" in message and "line 2" in message and "def f(:" in message
+def test_a_cell_with_a_syntax_error_is_skipped_with_one_note(tmp_path):
+    path = make_notebook(tmp_path / "nb.ipynb", ("md", "# title"), "import math", "x = 1\ndef f(:\n    pass",
+                         "def g():\n    return math.pi")
+    ns, skipped = load_submission(path)
+    assert ns.g() == math.pi and not hasattr(ns, "x")  # the rest is graded; the broken cell's names are not
+    assert [(s.cell, s.reason) for s in skipped] == [(3, "syntax")]
+    message = skipped[0].message
+    assert "cell 3" in message and "line 2" in message and "def f(:" in message and "skipped" in message
+    assert "def f(" not in extract_source(path) and "def g(" in extract_source(path)
 
 
-def test_compile_time_error_in_a_demo_statement_is_reported(tmp_path):
+def test_compile_time_error_in_a_demo_statement_skips_the_cell(tmp_path):
     # Jupyter would refuse the cell too ('return' outside function).
-    path = make_notebook(tmp_path / "nb.ipynb", "def f():\n    return 1\nreturn 2")
-    with pytest.raises(SubmissionError, match="cell 1"):
-        extract_source(path)
+    path = make_notebook(tmp_path / "nb.ipynb", "def f():\n    return 1\nreturn 2", "def h():\n    return 3")
+    ns, skipped = load_submission(path)
+    assert not hasattr(ns, "f") and ns.h() == 3
+    assert [s.cell for s in skipped] == [1] and "'return' outside function" in skipped[0].message
 
 
 def test_missing_required_name(tmp_path):
     path = make_notebook(tmp_path / "nb.ipynb", "def helper():\n    return 1")
-    with pytest.raises(SubmissionError, match=r"does not define 'split_heads', 'merge_heads'"):
+    with pytest.raises(SubmissionError, match=r"does not define 'split_heads', 'merge_heads'") as info:
         load_namespace(path, required=("helper", "split_heads", "merge_heads"))
+    assert info.value.status == "incomplete"
 
 
-def test_definition_that_fails_to_run(tmp_path):
-    path = make_notebook(tmp_path / "nb.ipynb", "import math", "import no_such_module_for_sure")
-    with pytest.raises(SubmissionError, match=r"ModuleNotFoundError.*cell 2, line 1"):
-        load_namespace(path)
+def test_a_cell_whose_definitions_raise_loses_only_its_definitions(tmp_path):
+    path = make_notebook(tmp_path / "nb.ipynb", "import math\ndef f():\n    return 1",
+                         "def f():\n    return 2\nimport no_such_module_for_sure", "import sys\ndef _x(_=sys.exit(0)):\n    pass",
+                         "def g():\n    return f() + 10")
+    ns, skipped = load_submission(path)
+    assert ns.g() == 11  # cell 2's f is lost, cell 1's comes back
+    assert not hasattr(ns, "no_such_module_for_sure") and not hasattr(ns, "_x")
+    assert [(s.cell, s.reason) for s in skipped] == [(2, "raised"), (3, "raised")]
+    assert re.search(r"ModuleNotFoundError.*cell 2, line 3", skipped[0].message), skipped[0].message
+    assert "(f, no_such_module_for_sure)" in skipped[0].message and "SystemExit" in skipped[1].message
 
 
 # ---------------------------------------------------------------------------

@@ -132,6 +132,68 @@ def position_wise_ffn(*args, **kwargs):
 # ---------------------------------------------------------------------------
 # The adversaries: name -> (files, what the tests expect)
 # ---------------------------------------------------------------------------
+#: A wrong causal_mask (8.2) that withholds 8.2's results until the course's causal_mask (the stand-in for 8.3's
+#: cases) shows up in its namespace, then sends 8.2's results computed with it, from a background thread (the
+#: sends are serialised with a lock so that the frames stay whole). Earns 8.2's points if the parent sends the
+#: stand-in while 8.2 is still open, or accepts 8.2's results in a later unit.
+STANDIN_THIEF = '''
+import gc
+import os
+import sys
+import threading
+import time
+import types
+import torch
+def causal_mask(size):
+    return torch.ones(size, size, dtype=torch.bool).triu()[None, None]
+def _attack():
+    main = sys.modules.get("__main__")
+    channel_cls = getattr(main, "Channel", None)
+    if channel_cls is None:
+        return
+    mine, finished = causal_mask, threading.Event()
+    here = globals()   # the student's module (each unit loads the notebook anew)
+    channel_cls._thief_state = (here, mine, finished)   # this load's namespace (each unit loads the notebook anew)
+    if not getattr(channel_cls, "_thief", False):
+        original = channel_cls.send
+        lock = threading.Lock()
+        def send(self, message, _force=False):
+            if not _force and isinstance(message, dict):
+                if str(message.get("case", "")).startswith("8.2-"):
+                    return   # withhold 8.2's results while the stand-in is not there
+                ns, own, done = channel_cls._thief_state
+                if "done" in message and ns.get("causal_mask") is not own:
+                    done.wait(8)   # the stand-in is here: let the thread send before the unit ends
+            with lock:
+                original(self, message)
+        channel_cls.send, channel_cls._thief = send, True
+    def later(ns=here):
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and ns.get("causal_mask") is mine:
+            time.sleep(0.02)
+        standin = ns.get("causal_mask")
+        if standin is mine or standin is None:
+            return
+        try:
+            import numpy as np
+            course = sys.modules["course_exercise_cases"]
+            inputs = main._load_inputs(os.getcwd(), "08", np)
+            channel = next(o for o in gc.get_objects() if isinstance(o, channel_cls))
+            fake = types.SimpleNamespace(causal_mask=standin)
+            for case in course.CASES:
+                if case.exercise == "8.2":
+                    channel.send(main._student_case(case, fake, inputs.get(case.id, {}), course, np), _force=True)
+            print("STANDIN-THIEF: sent 8.2 with the course's causal_mask", file=sys.stderr, flush=True)
+        except BaseException as exc:
+            print(f"STANDIN-THIEF: failed {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        finally:
+            finished.set()
+    threading.Thread(target=later, daemon=True).start()
+def _at_definition(_=_attack()):
+    pass
+'''
+
+
 def build_batch(subs: Path, out_dir: Path, marker_dir: Path) -> dict[str, dict]:
     """Write every batch submission into ``subs``; return name -> expectations.
 
@@ -165,11 +227,12 @@ def gelu(x):
         zero=["4.2", "6.2"], full=["4.1", "6.1", "8.1", "8.2", "8.3"], status="ok", exact=True)
 
     # -- leaving the process ---------------------------------------------------------
+    # sys.exit at definition time: only that cell is skipped (each mistake costs its own points)
     add("sys_exit_import", {**good(skip=("04",)), NB["04"]: notebook("04", extra='''
 import sys
 def _at_import(_=sys.exit(0)):
     pass
-''')}, zero=["4.1", "4.2"], full=["6.1", "6.2", "8.1"])
+''')}, full=["4.1", "4.2", "6.1", "6.2", "8.1"], note="SystemExit")
     add("os_exit_import", {**good(skip=("04",)), NB["04"]: notebook("04", extra='''
 import os
 def _at_import(_=os._exit(0)):
@@ -317,7 +380,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
         with open(os.path.join(results, name + ".json"), "w") as fh:
             json.dump({"error": None, "keys": ["out", "weights"]}, fh)
     os._exit(0)
-''')}, zero=["4.1", "4.2"], full=["6.1", "8.1"])
+''')}, zero=["4.1"], full=["4.2", "6.1", "8.1"])  # 4.2 runs later, in a fresh child, with the course's 4.1
 
     # -- reading what it must not ---------------------------------------------------------------
     sol04 = str(SOLUTIONS / NB["04"])
@@ -381,10 +444,27 @@ def padding_mask(tokens, pad_id):
 def causal_mask(size):
     return torch.ones(size, size, dtype=torch.bool).tril()
 ''')}, zero=["8.1", "8.2"], full=["4.1", "6.1"])
+    # a stray cell that does not parse costs only its own definitions (here: none that count)
     add("syntax_error", {**good(skip=("06",)), NB["06"]: notebook("06", extra="def gelu(x:\n    return x\n")},
-        zero=["6.1", "6.2"], full=["4.1", "8.1"], note=None)
+        full=["6.1", "6.2", "4.1", "8.1"], status="ok", note="has a syntax error on line 1")
     add("not_a_notebook", {**good(skip=("04",)), NB["04"]: b"\x00\x01 definitely not json"},
-        zero=["4.1", "4.2"], full=["6.1", "8.1"])
+        zero=["4.1", "4.2"], full=["6.1", "8.1"], status="unreadable", note="04_attention.ipynb cannot be read")
+    # dependent exercises: a right 4.2 / 8.3 on a wrong 4.1 / 8.2 keeps its points (the course's 4.1 / 8.2 stand in)
+    add("dependent_on_wrong", {**good(skip=("04", "08")), NB["04"]: notebook("04", extra='''
+import torch
+def scaled_dot_product_attention(q, k, v, mask=None):   # no 1/sqrt(d_k), no rejection
+    scores = q @ k.transpose(-2, -1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+'''), NB["08"]: notebook("08", extra='''
+import torch
+def causal_mask(size):   # the future instead of the past
+    return torch.ones(size, size, dtype=torch.bool).triu()[None, None]
+''')}, zero=["4.1", "8.2"], full=["4.2", "8.1", "8.3", "6.1", "6.2"], status="ok")
+    add("standin_thief", {**good(skip=("08",)), NB["08"]: notebook("08", extra=STANDIN_THIEF)},
+        zero=["8.2"], full=["8.1", "8.3", "4.1", "4.2", "6.1", "6.2"], status="ok")
     add("warnings_stderr", {**good(skip=("06",)), NB["06"]: notebook("06", extra='''
 import sys
 import warnings

@@ -23,6 +23,8 @@ NAMES = sorted([  # the submission names (test_every_built_submission_is_listed 
     "tensor_subclass", "forged_results", "reads_solutions", "ships_modules", "ships_modules_correct",
     "zip_traversal", "zip_bomb", "not_a_zip", "empty_submission", "nan_inf", "wrong_dtype_shape",
     "syntax_error", "not_a_notebook", "warnings_stderr", "delegates_builtin",
+    # each mistake costs its own points: the course's definition stands in for a dependency (4.2 on 4.1, 8.3 on 8.2)
+    "dependent_on_wrong", "standin_thief",
     # isolation attacks (each earned points or left traces on the grader before the redesign)
     "steals_expected", "runs_solution_source", "clock_stretch", "leaves_traces", "forges_channel",
     "setsid_spinners", "fills_scratch_and_forks", "raises_everywhere", "fixed_inputs_only", "deadline_flood",
@@ -57,7 +59,7 @@ def test_status_flags_notes(batch, name):
     row = batch.rows[name]
     if e.get("status"):
         assert row["status"] == e["status"], f"{name}: status {row['status']}"
-    assert row["status"] in ("ok", "timeout", "crashed", "memory", "invalid submission")
+    assert row["status"] in ("ok", "timeout", "crashed", "memory", "unreadable", "missing", "invalid submission")
     if e.get("flag"):
         assert e["flag"] in row["flags"], f"{name}: flags {row['flags']!r}"
     if e.get("note"):
@@ -70,6 +72,31 @@ def test_full_and_partial_exact(batch):
     assert int(batch.rows["stub"]["score"]) == 0
     lost = batch.points("4.2") + batch.points("6.2")
     assert int(batch.rows["partial"]["score"]) == batch.manifest["max_score"] - lost
+
+
+def test_dependent_exercises_run_with_the_course_definition(batch):
+    """4.2 and 8.3 are right, 4.1 and 8.2 wrong: the dependent cases keep their points, and say why."""
+    cases = batch.grade("dependent_on_wrong")["cases"]
+    for exercise, name, own in (("4.2", "scaled_dot_product_attention", "4.1"), ("8.3", "causal_mask", "8.2")):
+        mine = [c for c in cases if c["exercise"] == exercise]
+        assert mine and all(c["passed"] for c in mine), [c["message"] for c in mine if not c["passed"]]
+        assert all(f"ran with the course's {name} (exercise {own})" in c["note"] for c in mine), mine[0]["note"]
+        assert not any(c["passed"] for c in cases if c["exercise"] == own)
+    assert not any(c.get("note") for c in cases if c["exercise"] in ("4.1", "8.1", "8.2", "6.1", "6.2"))
+    # a wrong dependent case tells the student the course's function was used
+    stub = [c for c in batch.grade("stub")["cases"] if c["exercise"] == "8.3"]
+    assert stub and all("ran with the course's causal_mask (exercise 8.2), padding_mask (exercise 8.1) in place of "
+                        "yours" in c["message"] for c in stub), stub[0]["message"]
+
+
+def test_standin_comes_only_after_its_exercise_is_closed(batch):
+    """The thief withholds 8.2's results until the course's causal_mask reaches its namespace (it does: in 8.3's
+    unit), then sends them: they arrive after 8.2's cases are closed and count for nothing."""
+    g = batch.grade("standin_thief")
+    assert "STANDIN-THIEF: sent 8.2" in g["stderr_tail"], g["stderr_tail"][-500:]  # the attack ran
+    mine = [c for c in g["cases"] if c["exercise"] == "8.2"]
+    assert mine and not any(c["passed"] for c in mine)
+    assert all("no result was recorded" in c["message"] for c in mine), mine[0]["message"]
 
 
 def test_packaged_cases_are_covered(batch):
@@ -259,8 +286,10 @@ def test_feedback_numbers_code_cells_like_the_check_command(batch):
     assert f"(cell {n_all})" not in flags, flags
 
     notebook = batch.subs / "syntax_error" / NB["06"]
-    errors = " ".join(c.get("child_error") or "" for c in batch.grade("syntax_error")["cases"]) + " ".join(
-        c["message"] for c in batch.grade("syntax_error")["cases"])
+    grade = batch.grade("syntax_error")
+    errors = " ".join(grade["notes"])  # the skipped cell is said once, in the notes, never once per case
+    assert errors.count("has a syntax error") == 1, errors[:2000]
+    assert not any("syntax error" in (c["message"] + (c.get("child_error") or "")) for c in grade["cases"])
     n_code = _code_cells(notebook)
     assert f"code cell {n_code}" in errors, errors[:2000]
     # the student sees their own file name, not the sandbox's temporary folder
