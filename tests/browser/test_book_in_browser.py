@@ -13,6 +13,10 @@ made unresolvable. The checks:
   of its controls redraws its marks (bars, cells, lines, points: a caption
   that changes over unchanged marks does not count);
 * formulas are typeset (MathJax output present where the page has math);
+* every concept check (``course_lib.quiz``) draws its questions; a click on
+  each multiple-choice answer shows that answer's explanation, a typed number
+  (Enter) its feedback; jupyterquiz is loaded only on pages with a quiz, from
+  the book itself;
 * at 400 px the page is no wider than the screen.
 
 Needs Chromium, its driver (Debian: ``apt-get install -y chromium
@@ -304,3 +308,102 @@ def test_pages_fit_a_phone_screen(browser, server, html_dir):
         if scroll > inner + 1:
             too_wide.append(f"{page}: {scroll} px wide in a {inner} px window")
     assert not too_wide, "\n".join(too_wide)
+
+
+def _quiz_pages(html_dir: Path) -> list[str]:
+    return [p for p in _pages(html_dir) if 'class="course-quiz"' in (html_dir / p).read_text(encoding="utf-8")]
+
+
+def test_jupyterquiz_is_loaded_only_where_a_quiz_is(html_dir):
+    # no browser needed: the script tags of the built pages
+    quiz_pages = set(_quiz_pages(html_dir))
+    if not quiz_pages:
+        pytest.skip("the book has no concept check")
+    problems = []
+    for page in _pages(html_dir):
+        source = (html_dir / page).read_text(encoding="utf-8")
+        loads = "vendor/jupyterquiz/jupyterquiz.js" in source and "course_quiz.js" in source
+        if loads != (page in quiz_pages):
+            problems.append(f"{page}: quiz {'present' if page in quiz_pages else 'absent'}, jupyterquiz "
+                            f"{'loaded' if loads else 'not loaded'}")
+        if "function show_questions" in source:
+            problems.append(f"{page}: jupyterquiz's library is inlined (the notebook's JavaScript output was not dropped)")
+    assert (html_dir / "_static" / "vendor" / "jupyterquiz" / "jupyterquiz.js").is_file(), "jupyterquiz.js was not written"
+    assert not problems, "\n".join(problems)
+
+
+_CLICK_ANSWER = """
+// click answer i of the multiple-choice question q; return the feedback shown
+const [quiz, q, i] = [arguments[0], arguments[1], arguments[2]];
+const question = quiz.querySelectorAll('.Quiz')[q];
+const label = question.querySelectorAll('label.MCButton')[i];
+label.querySelector('span').click();
+const fb = question.querySelector('.Feedback');
+return [label.innerText, label.dataset.feedback || '', fb ? fb.innerText : '', fb ? fb.className : ''];
+"""
+
+_TYPE_NUMBER = """
+// type a number into numeric question q, press Enter; return the feedback shown
+const [quiz, q, value] = [arguments[0], arguments[1], arguments[2]];
+const question = quiz.querySelectorAll('.Quiz')[q];
+const input = question.querySelector('input');
+input.value = value;
+input.dispatchEvent(new KeyboardEvent('keypress', {keyCode: 13, which: 13, key: 'Enter', bubbles: true}));
+const fb = question.querySelector('.Feedback');
+return [fb ? fb.innerText : '', fb ? fb.className : '', input.dataset.answers];
+"""
+
+
+def test_every_quiz_shows_its_questions_and_explains_each_answer(browser, server, html_dir):
+    pages = _quiz_pages(html_dir)
+    if not pages:
+        pytest.skip("the book has no concept check")
+    problems = []
+    for page in pages:
+        _open(browser, server, page)
+        quizzes = browser.find_elements("css selector", ".course-quiz")
+        for n, quiz in enumerate(quizzes):
+            questions = quiz.find_elements("css selector", ".Quiz")
+            where = f"{page} quiz {n}"
+            if not 3 <= len(questions) <= 5:
+                problems.append(f"{where}: {len(questions)} questions drawn (3-5 expected)")
+                continue
+            if quiz.find_elements("css selector", ".course-quiz-fallback"):
+                problems.append(f"{where}: the fallback text is still shown")
+            for q, question in enumerate(questions):
+                text = question.text
+                if "$" in text or "\\(" in text:
+                    problems.append(f"{where} question {q}: TeX left in the text: {text[:80]!r}")
+                labels = question.find_elements("css selector", "label.MCButton")
+                if labels:
+                    for i in range(len(labels)):
+                        answer, expected, shown, cls = browser.execute_script(_CLICK_ANSWER, quiz, q, i)
+                        if not expected or shown.strip() != browser.execute_script(
+                                "const d = document.createElement('div'); d.innerHTML = arguments[0]; return d.innerText;",
+                                expected).strip():
+                            problems.append(f"{where} question {q}: clicking {answer!r} showed {shown!r}, not its explanation")
+                        if "correct" not in cls:
+                            problems.append(f"{where} question {q}: feedback not marked right/wrong ({cls!r})")
+                else:
+                    answers = json.loads(browser.execute_script(_TYPE_NUMBER, quiz, q, "0")[2])
+                    right = next(a for a in answers if a.get("correct"))
+                    value = right["value"] if "value" in right else (right["range"][0] + right["range"][1]) / 2
+                    shown, cls, _ = browser.execute_script(_TYPE_NUMBER, quiz, q, repr(value))
+                    if not shown.strip() or "incorrect" in cls or "correct" not in cls:
+                        problems.append(f"{where} question {q}: typing the answer {value!r} showed {shown!r} ({cls})")
+                    shown, cls, _ = browser.execute_script(_TYPE_NUMBER, quiz, q, "123456789")
+                    if not shown.strip() or "incorrect" not in cls:
+                        problems.append(f"{where} question {q}: a wrong number showed {shown!r} ({cls})")
+    assert not problems, "\n".join(problems)
+
+
+def test_quiz_answers_are_shuffled(browser, server, html_dir):
+    pages = _quiz_pages(html_dir)
+    if not pages:
+        pytest.skip("the book has no concept check")
+    orders = set()
+    for _ in range(6):
+        _open(browser, server, pages[0])
+        quiz = browser.find_element("css selector", ".course-quiz")
+        orders.add(tuple(label.text for label in quiz.find_elements("css selector", "label.MCButton")))
+    assert len(orders) > 1, f"{pages[0]}: the answers came in the same order on 6 loads"
