@@ -73,6 +73,7 @@ EXERCISES: dict[str, str] = {
     "4.1": "scaled_dot_product_attention",
     "4.2": "self_attention",
     "4.3": "additive_attention",
+    "4.4": "dot_product_score_std",
     "5.1": "split_heads",
     "5.2": "merge_heads",
     "5.3": "multi_head_attention",
@@ -817,6 +818,54 @@ _add("4.3-rejects-bad-widths", "4.3", 1, _p_additive_rejects,
                                            "raised_for_w_score_width")},
      "Raise ValueError naming the argument when w_q's rows do not match q's last dim, w_k's rows k's, or when w_q, w_k and "
      "w_score do not share the attention width d_att.")
+
+
+def _score_std_inputs(kind: str, seed: int, shape: tuple[int, ...]):
+    if kind == "unit":
+        return torch.ones(shape), torch.ones(shape)
+    if kind == "constant":
+        return torch.full(shape, 0.5), torch.full(shape, 3.0)
+    return _randn(seed, *shape).abs() + 0.1, _randn(seed + 1, *shape).abs() + 0.1
+
+
+def _p_score_std(ns: ModuleType, kind, seed, shape) -> Arrays:
+    q_std, k_std = _score_std_inputs(kind, seed, shape)
+    std, scale = _pair(ns.dot_product_score_std(q_std, k_std), "dot_product_score_std(q_std, k_std)", ("std", "scale"))
+    return {"std": to_array(std, "std", kind="f"), "scale": to_array(scale, "scale", kind="f")}
+
+
+def _e_score_std(kind, seed, shape) -> Arrays:
+    """Var(sum_i q_i k_i) = sum_i Var(q_i) Var(k_i) for independent zero-mean components (footnote 4, unequal variances)."""
+    q_std, k_std = (t.double().numpy() for t in _score_std_inputs(kind, seed, shape))
+    std = np.sqrt(np.sum(q_std**2 * k_std**2, axis=-1))
+    return {"std": std, "scale": 1.0 / std}
+
+
+_STD_HINT = ("For independent zero-mean components, Var(q_i k_i) = Var(q_i) Var(k_i) = q_std_i^2 k_std_i^2, and the variances of "
+             "the d_k terms add: std(q . k) = sqrt(sum_i q_std_i^2 k_std_i^2), summed over the last dim only; scale = 1 / std. "
+             "With unit variances this is sqrt(d_k) and the paper's 1/sqrt(d_k).")
+for _id, _kind, _seed, _shape, _pts in (
+    ("4.4-unit-variance-d-k-64", "unit", 0, (64,), 1),
+    ("4.4-unit-variance-per-head", "unit", 0, (8, 16), 1),
+    ("4.4-constant-stds", "constant", 0, (10,), 1),
+    ("4.4-drawn-stds", "drawn", 441, (32,), 2),
+    ("4.4-drawn-stds-per-head", "drawn", 443, (2, 4, 8), 2),
+):
+    _add(_id, "4.4", _pts, partial(_p_score_std, kind=_kind, seed=_seed, shape=_shape),
+         partial(_e_score_std, _kind, _seed, _shape), _STD_HINT, atol=1e-5)
+
+
+def _p_score_std_rejects(ns: ModuleType) -> Arrays:
+    q_std, k_std = _score_std_inputs("unit", 0, (4,))
+    return {
+        "raised_for_shapes_differ": _raises_value_error(lambda: ns.dot_product_score_std(q_std, torch.ones(5))),
+        "raised_for_negative_std": _raises_value_error(lambda: ns.dot_product_score_std(q_std, -k_std)),
+    }
+
+
+_add("4.4-rejects-bad-stds", "4.4", 1, _p_score_std_rejects,
+     lambda: {"raised_for_shapes_differ": np.array(True), "raised_for_negative_std": np.array(True)},
+     "Raise ValueError naming q_std and k_std when their shapes differ, or when a standard deviation is negative.")
 
 
 # ===========================================================================

@@ -308,6 +308,48 @@ def additive_attention(q, k, v, w_q, w_k, w_score, mask=None):
     return w @ v, w
 """),
     ],
+    "4.4": [
+        ("sqrt(d_k) whatever the standard deviations", """
+def dot_product_score_std(q_std, k_std):
+    if q_std.shape != k_std.shape or (q_std < 0).any() or (k_std < 0).any():
+        raise ValueError("std")
+    std = torch.full(q_std.shape[:-1], math.sqrt(q_std.shape[-1]))
+    return std, 1 / std
+"""),
+        ("standard deviations multiplied and summed (no squares)", """
+def dot_product_score_std(q_std, k_std):
+    if q_std.shape != k_std.shape or (q_std < 0).any() or (k_std < 0).any():
+        raise ValueError("std")
+    std = torch.sqrt((q_std * k_std).sum(-1))
+    return std, 1 / std
+"""),
+        ("product of the norms (the Cauchy-Schwarz bound)", """
+def dot_product_score_std(q_std, k_std):
+    if q_std.shape != k_std.shape or (q_std < 0).any() or (k_std < 0).any():
+        raise ValueError("std")
+    std = q_std.norm(dim=-1) * k_std.norm(dim=-1)
+    return std, 1 / std
+"""),
+        ("the variance returned as the std, scale 1/variance", """
+def dot_product_score_std(q_std, k_std):
+    if q_std.shape != k_std.shape or (q_std < 0).any() or (k_std < 0).any():
+        raise ValueError("std")
+    var = (q_std**2 * k_std**2).sum(-1)
+    return var, 1 / var
+"""),
+        ("summed over every dim, not only the last", """
+def dot_product_score_std(q_std, k_std):
+    if q_std.shape != k_std.shape or (q_std < 0).any() or (k_std < 0).any():
+        raise ValueError("std")
+    std = torch.sqrt((q_std**2 * k_std**2).sum())
+    return std, 1 / std
+"""),
+        ("no validation", """
+def dot_product_score_std(q_std, k_std):
+    std = torch.sqrt((q_std**2 * k_std**2).sum(-1))
+    return std, 1 / std
+"""),
+    ],
     "5.1": [
         ("reshape straight to (..., heads, len, d_k)", """
 def split_heads(x, n_heads):

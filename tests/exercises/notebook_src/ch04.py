@@ -308,4 +308,76 @@ for d in (4, 16, 64, 256):
           f"{add_scores.abs().max().item():>15.3f} {w_score.abs().sum().item():>8.2f}   "
           + " / ".join(f"{p:.3f}" for p in peaks))
 '''),
+    ("md", r'''
+## Exercise 4.4 — predict the spread of the scores
+
+Footnote 4 of the paper: if the components of $q$ and $k$ are independent with mean 0 and
+variance 1, then $q \cdot k$ has variance $d_k$ — which is why the scores are divided by
+$\sqrt{d_k}$. In a real model the components do not all have variance 1: after a learned
+projection some features are large and some small. Generalise the argument. Let $q_i$ and $k_i$
+($i = 1 \dots d_k$) be independent, with mean 0 and standard deviations $\sigma^q_i$ and
+$\sigma^k_i$. Predict the standard deviation of the unscaled score $q \cdot k$, and the scale $c$
+for which $c\,(q \cdot k)$ has variance 1.
+
+Write `dot_product_score_std(q_std, k_std)`:
+
+* `q_std`, `k_std`: float tensors of the same shape `(..., d_k)` holding $\sigma^q_i$ and $\sigma^k_i$
+  (the leading dimensions are independent problems, e.g. one per head);
+* returns `(std, scale)`, both of shape `(...)`: the standard deviation of $q \cdot k$ and the
+  scale $c = 1 / \text{std}$;
+* raises `ValueError` (naming `q_std` and `k_std`) when the shapes differ or a standard deviation is
+  negative.
+
+**Example.** `q_std = k_std = torch.ones(64)` (the paper's $d_k = 64$) gives `std = 8` and
+`scale = 0.125`, the paper's $1/\sqrt{d_k}$. `q_std = [2, 0]`, `k_std = [1, 5]` gives `std = 2`:
+the second feature contributes nothing, because its query component is always 0.
+
+**Hints.** For independent zero-mean $a$ and $b$: $\operatorname{Var}(ab) = \operatorname{Var}(a)\operatorname{Var}(b)$,
+and variances of independent terms add. No sampling is needed — the answer is a closed form.
+'''),
+    ("exercise", "4.4", r'''
+def dot_product_score_std(q_std, k_std):
+    """Standard deviation of q . k for independent zero-mean components, and the scale to unit variance.
+
+    Args:
+        q_std: float tensor ``(..., d_k)``, the standard deviations of the query's components.
+        k_std: float tensor of the same shape, those of the key's components.
+
+    Returns:
+        ``(std, scale)``: float tensors ``(...)``; ``std`` is the standard deviation of
+        ``q . k`` and ``scale = 1 / std``.
+
+    Raises:
+        ValueError: shapes differ, or a standard deviation is negative.
+
+    Source: Vaswani et al. (2017), section 3.2.1 and footnote 4; chapter 4.
+    """
+    ### BEGIN SOLUTION
+    if q_std.shape != k_std.shape:
+        raise ValueError(f"q_std and k_std must have the same shape; got {tuple(q_std.shape)} and {tuple(k_std.shape)}")
+    if (q_std < 0).any() or (k_std < 0).any():
+        raise ValueError("q_std and k_std must be non-negative standard deviations")
+    std = torch.sqrt((q_std**2 * k_std**2).sum(dim=-1))
+    return std, 1.0 / std
+    ### END SOLUTION
+'''),
+    ("md", r'''
+**Try it.** Check your prediction by sampling: 100,000 pairs $(q, k)$ drawn with the given
+standard deviations, their measured spread, and the spread after your scale. Then the paper's
+case, unit variances, for growing $d_k$: the unscaled spread grows like $\sqrt{d_k}$.
+'''),
+    ("tryit", r'''
+gen = torch.Generator().manual_seed(0)
+q_std = torch.tensor([2.0, 1.0, 0.5, 0.1, 3.0, 1.0, 0.0, 1.5])
+k_std = torch.tensor([0.5, 1.0, 2.0, 4.0, 1.0, 0.3, 7.0, 1.0])
+std, scale = dot_product_score_std(q_std, k_std)
+q = torch.randn(100_000, 8, generator=gen, dtype=torch.float64) * q_std
+k = torch.randn(100_000, 8, generator=gen, dtype=torch.float64) * k_std
+dots = (q * k).sum(-1)
+print(f"predicted std {float(std):.4f}, measured {dots.std().item():.4f}; after the scale: {(float(scale) * dots).std().item():.4f}")
+print(f"1/sqrt(d_k) would give {(dots / math.sqrt(8)).std().item():.4f}")
+for d_k in (4, 64, 512):
+    std_d, scale_d = dot_product_score_std(torch.ones(d_k), torch.ones(d_k))
+    print(f"d_k = {d_k:>3}: std of q.k = {float(std_d):6.2f}, scale = {float(scale_d):.4f} = 1/sqrt({d_k})")
+'''),
 ]
