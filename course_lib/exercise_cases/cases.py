@@ -703,8 +703,8 @@ def _p_attention_rejects_bias(ns: ModuleType) -> Arrays:
 _add("4.1-rejects-bad-bias", "4.1", 1, _p_attention_rejects_bias,
      lambda: {"raised_for_bool_bias": np.array(True), "raised_for_bias_of_wrong_shape": np.array(True)},
      "Raise ValueError naming `bias` when it is not a floating-point tensor (a boolean belongs in `mask`) or when it does "
-     "not broadcast to the score shape (..., q_len, k_len): check with torch.broadcast_shapes, which raises "
-     "RuntimeError, and raise ValueError yourself.")
+     "not broadcast to the score shape (..., q_len, k_len): compare the sizes from the right (each 1 or equal, no extra "
+     "dims) and raise ValueError yourself - the RuntimeError of a failed addition is not a ValueError.")
 
 
 def _self_attn_inputs(seed, batch, seq_len, d_model, d_k, d_v, causal):
@@ -837,8 +837,8 @@ def _p_score_std(ns: ModuleType, kind, seed, shape) -> Arrays:
 def _e_score_std(kind, seed, shape) -> Arrays:
     """Var(sum_i q_i k_i) = sum_i Var(q_i) Var(k_i) for independent zero-mean components (footnote 4, unequal variances)."""
     q_std, k_std = (t.double().numpy() for t in _score_std_inputs(kind, seed, shape))
-    std = np.sqrt(np.sum(q_std**2 * k_std**2, axis=-1))
-    return {"std": std, "scale": 1.0 / std}
+    std = np.array(np.sqrt(np.sum(q_std**2 * k_std**2, axis=-1)), dtype=np.float64)
+    return {"std": std, "scale": np.array(1.0 / std, dtype=np.float64)}
 
 
 _STD_HINT = ("For independent zero-mean components, Var(q_i k_i) = Var(q_i) Var(k_i) = q_std_i^2 k_std_i^2, and the variances of "

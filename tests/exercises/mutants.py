@@ -101,7 +101,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, bias=None):
 def scaled_dot_product_attention(q, k, v, mask=None, bias=None):
     if q.shape[-1] != k.shape[-1]:
         raise ValueError("d_k")
-    if bias is not None and (bias.dtype == torch.bool or torch.broadcast_shapes(bias.shape, (*q.shape[:-1], k.shape[-2])) != (*q.shape[:-1], k.shape[-2])):
+    if bias is not None and (bias.dtype == torch.bool or bias.dim() > q.dim() or any(b not in (1, n) for b, n in zip(bias.shape[::-1], (k.shape[-2], *q.shape[:-1][::-1])))):
         raise ValueError("bias")
     scores = q @ k.transpose(-2, -1)
     allowed = mask
@@ -121,7 +121,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, bias=None):
 def scaled_dot_product_attention(q, k, v, mask=None, bias=None):
     if q.shape[-1] != k.shape[-1]:
         raise ValueError("d_k")
-    if bias is not None and (not bias.is_floating_point() or torch.broadcast_shapes(bias.shape, (*q.shape[:-1], k.shape[-2])) != (*q.shape[:-1], k.shape[-2])):
+    if bias is not None and (not bias.is_floating_point() or bias.dim() > q.dim() or any(b not in (1, n) for b, n in zip(bias.shape[::-1], (k.shape[-2], *q.shape[:-1][::-1])))):
         raise ValueError("bias")
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if bias is not None:

@@ -55,8 +55,9 @@ and the output is 0.
 `mask & (bias != float("-inf"))`. Do not leave `-inf` in the scores (a row of `-inf` gives
 `softmax = nan`): fill the blocked scores with `torch.finfo(scores.dtype).min`, the most negative
 *finite* number of the dtype, and after the softmax set the blocked weights to 0.
-`torch.broadcast_shapes(bias.shape, scores.shape)` raises `RuntimeError` for shapes that do not
-broadcast; turn that into a `ValueError` naming `bias`.
+A bias broadcasts to the scores when it has at most as many dimensions and, compared from the
+right, each of its sizes is 1 or the score's size; check that yourself and raise a `ValueError` naming
+`bias` (adding a bias of the wrong shape raises a `RuntimeError`, or silently broadcasts the scores up).
 The checker also runs your function on `float16` and `bfloat16` inputs: a fill value such as
 `-1e9` does not fit in `float16` (its most negative finite number is -65504), while
 `torch.finfo(scores.dtype).min` is right for every dtype.
@@ -95,11 +96,8 @@ def scaled_dot_product_attention(q, k, v, mask=None, bias=None):
     if bias is not None:
         if not torch.is_tensor(bias) or not bias.is_floating_point():
             raise ValueError(f"bias must be a floating-point tensor (a boolean belongs in mask); got {getattr(bias, 'dtype', type(bias))}")
-        try:
-            fits = torch.broadcast_shapes(bias.shape, scores.shape) == scores.shape
-        except RuntimeError:
-            fits = False
-        if not fits:
+        fits = bias.dim() <= scores.dim() and all(b in (1, n) for b, n in zip(bias.shape[::-1], scores.shape[::-1]))
+        if not fits:                                               # sizes compared from the right, as broadcasting does
             raise ValueError(f"bias of shape {tuple(bias.shape)} does not broadcast to the scores {tuple(scores.shape)}")
         finite = bias != float("-inf")
         scores = scores + bias.masked_fill(~finite, 0.0)
