@@ -703,7 +703,7 @@ def _p_attention_rejects_bias(ns: ModuleType) -> Arrays:
 _add("4.1-rejects-bad-bias", "4.1", 1, _p_attention_rejects_bias,
      lambda: {"raised_for_bool_bias": np.array(True), "raised_for_bias_of_wrong_shape": np.array(True)},
      "Raise ValueError naming `bias` when it is not a floating-point tensor (a boolean belongs in `mask`) or when it does "
-     "not broadcast to the score shape (..., q_len, k_len): compare the sizes from the right (each 1 or equal, no extra "
+     "not broadcast to the score shape (..., q_len, k_len): check the sizes from the right (each 1 or equal, no extra "
      "dims) and raise ValueError yourself - the RuntimeError of a failed addition is not a ValueError.")
 
 
@@ -1274,7 +1274,7 @@ def _e_swiglu_width_drawn() -> Arrays:
 
 _WIDTH_HINT = ("A bias-free ReLU FFN has 2 * d_model * d_ff parameters, a SwiGLU FFN 3 * d_model * d_hidden (three matrices). "
                "Equal counts need d_hidden = 2 d_ff / 3: take floor(2 * d_ff / 3) in integer arithmetic ((2 * d_ff) // 3), then "
-               "round UP to a multiple of multiple_of (LLaMA: 4 * 4096 -> 11008).")
+               "round UP to the next multiple of multiple_of (unchanged if it already is one).")
 _add("6.4-hand-table", "6.4", 2, partial(_p_swiglu_width, rows=_SWIGLU_WIDTH_ROWS), _e_swiglu_width_table, _WIDTH_HINT,
      rtol=0.0, atol=1e-6)
 _add("6.4-drawn-sizes", "6.4", 2, partial(_p_swiglu_width, rows=_swiglu_width_drawn_rows), _e_swiglu_width_drawn, _WIDTH_HINT,
