@@ -400,8 +400,8 @@ def gelu(x):
     add("delegates_builtin", {**good(skip=("06",)), NB["06"]: notebook("06", extra='''
 import torch
 import torch.nn.functional as F
-def gelu(x):  # F.gelu is 0 in the far tail, which exercise 6.2 grades: patched there
-    return torch.where(x < -5, 0.5 * x * torch.special.erfc(-x / 2 ** 0.5), F.gelu(x))
+def gelu(x):  # F.gelu loses its relative accuracy for x < 0 (0 in the far tail), which exercise 6.2 grades
+    return torch.where(x < 0, 0.5 * x * torch.special.erfc(-x / 2 ** 0.5), F.gelu(x))
 ''')}, full=["6.2"], flag="delegates 6.2")
     _add_isolation_attacks(add, marker_dir)
     return expect
