@@ -80,11 +80,16 @@ EXERCISES: dict[str, str] = {
     "3.3": "alibi_bias",
     "4.1": "scaled_dot_product_attention",
     "4.2": "self_attention",
+    "4.3": "additive_attention",
+    "4.4": "dot_product_score_std",
     "5.1": "split_heads",
     "5.2": "merge_heads",
     "5.3": "multi_head_attention",
+    "5.4": "head_ablation_effect",
     "6.1": "position_wise_ffn",
     "6.2": "gelu",
+    "6.3": "swiglu_ffn",
+    "6.4": "swiglu_hidden_width",
     "7.1": "layer_norm",
     "7.2": "pre_ln_stack",
     "7.3": "post_ln_stack",
@@ -1077,21 +1082,29 @@ _add("3.3-rejects-bad-sizes", "3.3", 1, _p_alibi_rejects,
 # ===========================================================================
 # Chapter 4 - scaled dot-product attention
 # ===========================================================================
-def _attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> Arrays:
-    """Closed form in float64 (softmax over allowed keys; rows with none -> zeros),
-    with the output cross-checked against torch's fused attention."""
+def _attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                         bias: torch.Tensor | None = None) -> Arrays:
+    """Closed form in float64: softmax over the allowed keys of ``q k^T / sqrt(d_k) + bias`` (allowed: the mask
+    says True and the bias is not -inf); rows with no allowed key -> zeros. The output is cross-checked against
+    torch's fused attention with the equivalent float mask on the rows that have an allowed key."""
     q, k, v = q.double(), k.double(), v.double()
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
-    if mask is None:
-        mask = torch.ones_like(scores, dtype=torch.bool)
-    mask = mask.expand_as(scores)
-    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
-    empty = ~mask.any(dim=-1, keepdim=True)
+    allowed = torch.ones_like(scores, dtype=torch.bool)
+    if mask is not None:
+        allowed = allowed & mask
+    if bias is not None:
+        bias = bias.double()
+        allowed = allowed & (bias != float("-inf"))
+        scores = scores + bias.masked_fill(bias == float("-inf"), 0.0)
+    weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+    empty = ~allowed.any(dim=-1, keepdim=True)
     weights = torch.where(empty, torch.zeros_like(weights), weights)
     out = weights @ v
-    if not empty.any():
-        fused = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        assert torch.allclose(fused, out, atol=1e-10), "reference mismatch with torch"
+    float_mask = torch.zeros_like(scores) if bias is None else (bias + torch.zeros_like(scores))
+    float_mask = float_mask.masked_fill(~(allowed | empty), float("-inf")).masked_fill(empty, 0.0)
+    fused = F.scaled_dot_product_attention(q, k, v, attn_mask=float_mask)
+    rows = (~empty).expand_as(out)
+    assert torch.allclose(fused[rows], out[rows], atol=1e-10), "reference mismatch with torch"
     return {"out": out.numpy(), "weights": weights.numpy()}
 
 
@@ -1115,53 +1128,113 @@ def _attn_inputs(seed: int, lead: tuple[int, ...], q_len: int, k_len: int, d_k: 
     return q, k, v, mask
 
 
-def _p_attention(ns: ModuleType, args) -> Arrays:
-    q, k, v, mask = _attn_inputs(*args)
-    out, weights = _pair(ns.scaled_dot_product_attention(q, k, v, mask), "scaled_dot_product_attention(q, k, v, mask)", ("out", "weights"))
+def _alibi_bias(n_heads: int, q_len: int, k_len: int) -> torch.Tensor:
+    """ALiBi (Press et al., 2022): ``-slope_h * |i - j|``, slopes ``2^(-8 h / n_heads)``; shape (n_heads, q_len, k_len)."""
+    slopes = 2.0 ** (-8.0 * torch.arange(1, n_heads + 1, dtype=torch.float32) / n_heads)
+    distance = (torch.arange(k_len)[None, :] - torch.arange(q_len)[:, None]).abs().float()
+    return -slopes[:, None, None] * distance
+
+
+def _attn_bias(seed: int, lead: tuple[int, ...], q_len: int, k_len: int, bias_kind: str) -> torch.Tensor | None:
+    if bias_kind == "none":
+        return None
+    if bias_kind == "alibi":  # (n_heads, q_len, k_len), broadcast over the batch
+        return _alibi_bias(lead[-1], q_len, k_len)
+    bias = _randn(seed + 3, *lead, q_len, k_len, scale=2.0)
+    if bias_kind == "drawn":
+        return bias
+    if bias_kind == "inf-causal":  # the causal mask written into the bias: -inf above the diagonal
+        return bias.masked_fill(~torch.ones(q_len, k_len, dtype=torch.bool).tril(), float("-inf"))
+    if bias_kind == "inf-row":  # query row 2 of the first batch/head entry: every key -inf
+        bias = bias.clone()
+        bias[(0,) * len(lead) + (2,)] = float("-inf")
+        bias[(0,) * len(lead) + (0, 0)] = float("-inf")  # and one single blocked entry elsewhere
+        return bias
+    raise AssertionError(bias_kind)  # pragma: no cover
+
+
+def _call_attention(ns: ModuleType, q, k, v, mask, bias, what: str):
+    if bias is None:
+        result = ns.scaled_dot_product_attention(q, k, v, mask)
+        call = "scaled_dot_product_attention(q, k, v, mask)"
+    else:
+        result = ns.scaled_dot_product_attention(q, k, v, mask, bias=bias)
+        call = "scaled_dot_product_attention(q, k, v, mask, bias=bias)"
+    out, weights = _pair(result, call + what, ("out", "weights"))
     return {"out": to_array(out, "out", kind="f"), "weights": to_array(weights, "weights", kind="f")}
 
 
-def _e_attention(args) -> Arrays:
+def _p_attention(ns: ModuleType, args, bias_kind: str = "none") -> Arrays:
     q, k, v, mask = _attn_inputs(*args)
-    return _attention_reference(q, k, v, mask)
+    seed, lead, q_len, k_len = args[:4]
+    return _call_attention(ns, q, k, v, mask, _attn_bias(seed, lead, q_len, k_len, bias_kind), "")
+
+
+def _e_attention(args, bias_kind: str = "none") -> Arrays:
+    q, k, v, mask = _attn_inputs(*args)
+    seed, lead, q_len, k_len = args[:4]
+    return _attention_reference(q, k, v, mask, _attn_bias(seed, lead, q_len, k_len, bias_kind))
 
 
 _ATTN_HINT = ("weights = softmax(q @ k.transpose(-2, -1) / sqrt(d_k)) over the last dim (keys); out = weights @ v. "
               "Blocked entries (mask False) must get weight exactly 0.")
-for _id, _args, _pts, _hint in (
-    ("4.1-no-mask-3d", (401, (2,), 4, 4, 8, 8, "none"), 2, _ATTN_HINT),
-    ("4.1-cross-lengths-heads", (402, (2, 2), 3, 5, 4, 6, "none"), 2, _ATTN_HINT + " q_len (3) and k_len (5) differ here; d_v (6) differs from d_k (4)."),
-    ("4.1-padding-mask", (403, (3, 2), 4, 5, 8, 8, "padding"), 2,
+_BIAS_HINT = ("The bias is ADDED to the scaled scores: softmax(q @ k^T / sqrt(d_k) + bias), not divided by sqrt(d_k) "
+              "with them; it broadcasts like the mask (e.g. (n_heads, q_len, k_len) over the batch). ")
+_INF_HINT = ("A -inf entry of the bias blocks that key exactly as mask False does: combine both into one 'allowed' tensor "
+             "(mask & (bias != -inf)), fill the blocked scores with torch.finfo(scores.dtype).min and zero the blocked "
+             "weights after the softmax, so that a row with no allowed key gives zeros, never NaN.")
+for _id, _args, _bias, _pts, _hint in (
+    ("4.1-no-mask-3d", (401, (2,), 4, 4, 8, 8, "none"), "none", 1, _ATTN_HINT),
+    ("4.1-cross-lengths-heads", (402, (2, 2), 3, 5, 4, 6, "none"), "none", 1,
+     _ATTN_HINT + " q_len (3) and k_len (5) differ here; d_v (6) differs from d_k (4)."),
+    ("4.1-padding-mask", (403, (3, 2), 4, 5, 8, 8, "padding"), "none", 1,
      _ATTN_HINT + " The mask has shape (batch, 1, 1, k_len) and must broadcast over heads and queries; True = may attend."),
-    ("4.1-causal-mask", (404, (2, 2), 5, 5, 4, 4, "causal"), 2, _ATTN_HINT + " With a causal mask, row i has non-zero weights only for keys j <= i."),
-    ("4.1-fully-masked-row", (405, (2, 2), 4, 4, 4, 4, "fully-masked-row"), 2,
+    ("4.1-causal-mask", (404, (2, 2), 5, 5, 4, 4, "causal"), "none", 1,
+     _ATTN_HINT + " With a causal mask, row i has non-zero weights only for keys j <= i."),
+    ("4.1-fully-masked-row", (405, (2, 2), 4, 4, 4, 4, "fully-masked-row"), "none", 1,
      "A query row whose keys are ALL masked must give zero weights and a zero output, never NaN: fill blocked scores with a large "
      "negative finite number (torch.finfo(scores.dtype).min) instead of -inf, then set the blocked weights to 0 after the softmax."),
+    ("4.1-bias-alibi-heads", (416, (2, 4), 5, 6, 8, 8, "none"), "alibi", 2,
+     _BIAS_HINT + "Here the bias is ALiBi's -slope_h * |i - j|, shape (n_heads, q_len, k_len)."),
+    ("4.1-bias-and-padding-mask", (417, (3, 2), 4, 5, 8, 6, "padding"), "drawn", 2,
+     _BIAS_HINT + "The boolean mask still blocks its keys (weight exactly 0) when a bias is given."),
+    ("4.1-bias-inf-causal", (418, (2,), 5, 5, 8, 8, "none"), "inf-causal", 2, _INF_HINT),
+    ("4.1-bias-inf-row-and-mask", (419, (2, 2), 4, 4, 8, 8, "causal"), "inf-row", 2, _INF_HINT),
 ):
-    _add(_id, "4.1", _pts, partial(_p_attention, args=_args), partial(_e_attention, _args), _hint, atol=1e-5)
+    _add(_id, "4.1", _pts, partial(_p_attention, args=_args, bias_kind=_bias), partial(_e_attention, _args, _bias),
+         _hint, atol=1e-5)
 
 
 _HALF_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
-def _p_attention_low(ns: ModuleType, args, dtype: str) -> Arrays:
+def _p_attention_low(ns: ModuleType, args, dtype: str, bias_kind: str = "none") -> Arrays:
     q, k, v, mask = _attn_inputs(*args)
+    seed, lead, q_len, k_len = args[:4]
+    bias = _attn_bias(seed, lead, q_len, k_len, bias_kind)
     q, k, v = (t.to(_HALF_DTYPES[dtype]) for t in (q, k, v))
-    out, weights = _pair(ns.scaled_dot_product_attention(q, k, v, mask), f"scaled_dot_product_attention(q, k, v, mask) "
-                         f"with {dtype} inputs", ("out", "weights"))
-    return {"out": to_array(out, "out", kind="f"), "weights": to_array(weights, "weights", kind="f")}
+    bias = None if bias is None else bias.to(_HALF_DTYPES[dtype])
+    return _call_attention(ns, q, k, v, mask, bias, f" with {dtype} inputs")
 
 
-def _e_attention_low(args, dtype: str) -> Arrays:
+def _e_attention_low(args, dtype: str, bias_kind: str = "none") -> Arrays:
     """Torch's fused attention in float32 on the same (rounded) low-precision inputs; zeros on a fully masked row."""
     q, k, v, mask = _attn_inputs(*args)
+    seed, lead, q_len, k_len = args[:4]
+    bias = _attn_bias(seed, lead, q_len, k_len, bias_kind)
     q, k, v = (t.to(_HALF_DTYPES[dtype]).float() for t in (q, k, v))
-    full = mask.expand(*q.shape[:-1], k.size(-2))
+    shape = (*q.shape[:-1], k.size(-2))
+    full = torch.ones(shape, dtype=torch.bool) if mask is None else mask.expand(shape)
+    add = torch.zeros(shape)
+    if bias is not None:
+        bias = bias.to(_HALF_DTYPES[dtype]).float().expand(shape)
+        full = full & (bias != float("-inf"))
+        add = bias.masked_fill(bias == float("-inf"), 0.0)
     empty = ~full.any(dim=-1, keepdim=True)
     safe = full | empty  # torch gives NaN on a row with no allowed key: let it see everything, then zero that row
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=safe)
-    scores = (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))).masked_fill(~safe, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
+    float_mask = add.masked_fill(~safe, float("-inf"))
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=float_mask)
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)) + float_mask, dim=-1)
     out = torch.where(empty, torch.zeros_like(out), out)
     weights = torch.where(empty, torch.zeros_like(weights), weights)
     return {"out": _f64(out), "weights": _f64(weights)}
@@ -1170,13 +1243,14 @@ def _e_attention_low(args, dtype: str) -> Arrays:
 _LOW_HINT = ("In float16 the most negative number is about -65504: a fill value such as -1e9 cannot even be stored "
              "(masked_fill raises), and -inf gives NaN on a fully masked row. Use torch.finfo(scores.dtype).min, which "
              "is right for every dtype, and set the blocked weights to 0 after the softmax.")
-for _id, _args, _dtype, _pts, _rtol, _atol in (
-    ("4.1-float16-fully-masked-row", (4091, (2, 2), 4, 4, 8, 8, "fully-masked-row"), "float16", 2, 1e-2, 3e-3),
-    ("4.1-float16-padding-mask", (4101, (3, 2), 4, 5, 8, 8, "padding"), "float16", 1, 1e-2, 3e-3),
-    ("4.1-bfloat16-causal-mask", (4151, (2, 2), 5, 5, 4, 4, "causal"), "bfloat16", 1, 3e-2, 2e-2),
+for _id, _args, _dtype, _bias, _pts, _rtol, _atol in (
+    ("4.1-float16-fully-masked-row", (4091, (2, 2), 4, 4, 8, 8, "fully-masked-row"), "float16", "none", 1, 1e-2, 3e-3),
+    ("4.1-float16-bias-inf-row", (4101, (3, 2), 4, 5, 8, 8, "padding"), "float16", "inf-row", 2, 1e-2, 3e-3),
+    ("4.1-bfloat16-alibi-causal", (4151, (2, 2), 5, 5, 4, 4, "causal"), "bfloat16", "alibi", 2, 3e-2, 2e-2),
 ):
-    _add(_id, "4.1", _pts, partial(_p_attention_low, args=_args, dtype=_dtype), partial(_e_attention_low, _args, _dtype),
-         _LOW_HINT, rtol=_rtol, atol=_atol)
+    _add(_id, "4.1", _pts, partial(_p_attention_low, args=_args, dtype=_dtype, bias_kind=_bias),
+         partial(_e_attention_low, _args, _dtype, _bias), _LOW_HINT + (" " + _INF_HINT if _bias == "inf-row" else ""),
+         rtol=_rtol, atol=_atol)
 
 
 def _p_attention_rejects(ns: ModuleType) -> Arrays:
@@ -1186,6 +1260,23 @@ def _p_attention_rejects(ns: ModuleType) -> Arrays:
 
 _add("4.1-rejects-mismatched-d-k", "4.1", 1, _p_attention_rejects, lambda: {"raised_for_mismatched_d_k": np.array(True)},
      "Raise ValueError naming q and k when their last dimensions (d_k) differ.")
+
+
+def _p_attention_rejects_bias(ns: ModuleType) -> Arrays:
+    q, k, v = _randn(409, 2, 3, 4), _randn(410, 2, 5, 4), _randn(4111, 2, 5, 6)
+    return {
+        "raised_for_bool_bias": _raises_value_error(
+            lambda: ns.scaled_dot_product_attention(q, k, v, None, bias=torch.ones(3, 5, dtype=torch.bool))),
+        "raised_for_bias_of_wrong_shape": _raises_value_error(
+            lambda: ns.scaled_dot_product_attention(q, k, v, None, bias=torch.zeros(5, 3))),
+    }
+
+
+_add("4.1-rejects-bad-bias", "4.1", 1, _p_attention_rejects_bias,
+     lambda: {"raised_for_bool_bias": np.array(True), "raised_for_bias_of_wrong_shape": np.array(True)},
+     "Raise ValueError naming `bias` when it is not a floating-point tensor (a boolean belongs in `mask`) or when it does "
+     "not broadcast to the score shape (..., q_len, k_len): check the sizes from the right (each 1 or equal, no extra "
+     "dims) and raise ValueError yourself - the RuntimeError of a failed addition is not a ValueError.")
 
 
 def _self_attn_inputs(seed, batch, seq_len, d_model, d_k, d_v, causal):
@@ -1225,71 +1316,203 @@ for _id, _args in {
          standins={"scaled_dot_product_attention": _STANDIN_SCALED_DOT_PRODUCT_ATTENTION})
 
 
+
+
+def _additive_inputs(seed, batch, q_len, k_len, d_q, d_k, d_v, d_att, mask_kind):
+    q = _randn(seed, batch, q_len, d_q)
+    k = _randn(seed + 1, batch, k_len, d_k)
+    v = _randn(seed + 2, batch, k_len, d_v)
+    w_q = _randn(seed + 3, d_q, d_att, scale=d_q**-0.5)
+    w_k = _randn(seed + 4, d_k, d_att, scale=d_k**-0.5)
+    w_score = _randn(seed + 5, d_att)
+    if mask_kind == "none":
+        mask = None
+    elif mask_kind == "padding":  # (batch, 1, k_len): sequence b has k_len - b keys
+        mask = (torch.arange(k_len)[None, :] < torch.tensor([k_len - b for b in range(batch)])[:, None])[:, None, :]
+    elif mask_kind == "causal":
+        mask = torch.ones(q_len, k_len, dtype=torch.bool).tril()
+    elif mask_kind == "fully-masked-row":  # causal, and query 1 of batch 0 may see nothing
+        mask = torch.ones(q_len, k_len, dtype=torch.bool).tril().expand(batch, q_len, k_len).clone()
+        mask[0, 1] = False
+    else:  # pragma: no cover
+        raise AssertionError(mask_kind)
+    return q, k, v, w_q, w_k, w_score, mask
+
+
+def _p_additive(ns: ModuleType, args) -> Arrays:
+    q, k, v, w_q, w_k, w_score, mask = _additive_inputs(*args)
+    out, weights = _pair(ns.additive_attention(q, k, v, w_q, w_k, w_score, mask),
+                         "additive_attention(q, k, v, w_q, w_k, w_score, mask)", ("out", "weights"))
+    return {"out": to_array(out, "out", kind="f"), "weights": to_array(weights, "weights", kind="f")}
+
+
+def _additive_reference(q, k, v, w_q, w_k, w_score, mask) -> Arrays:
+    """einsum in float64: score[b, i, j] = sum_a w_score[a] tanh((q W_q)[b, i, a] + (k W_k)[b, j, a])."""
+    q, k, v, w_q, w_k, w_score = (t.double() for t in (q, k, v, w_q, w_k, w_score))
+    hidden = torch.tanh(torch.einsum("bid,da->bia", q, w_q)[:, :, None, :] + torch.einsum("bjd,da->bja", k, w_k)[:, None, :, :])
+    scores = torch.einsum("bija,a->bij", hidden, w_score)
+    allowed = torch.ones_like(scores, dtype=torch.bool) if mask is None else mask.expand_as(scores)
+    weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+    empty = ~allowed.any(-1, keepdim=True)
+    weights = torch.where(empty, torch.zeros_like(weights), weights)
+    return {"out": _f64(torch.einsum("bij,bjd->bid", weights, v)), "weights": _f64(weights)}
+
+
+def _e_additive(args) -> Arrays:
+    return _additive_reference(*_additive_inputs(*args))
+
+
+_ADD_HINT = ("score[b, i, j] = w_score . tanh(q[b, i] @ w_q + k[b, j] @ w_k): broadcast the projected queries "
+             "(batch, q_len, 1, d_att) against the projected keys (batch, 1, k_len, d_att), take tanh, then the dot "
+             "product with w_score over d_att. No 1/sqrt scale; softmax over the keys (last dim); out = weights @ v.")
+for _id, _args, _pts, _extra in (
+    ("4.3-no-mask", (431, 2, 3, 5, 6, 6, 4, 8, "none"), 2, ""),
+    ("4.3-cross-widths-padding", (432, 3, 4, 6, 5, 7, 3, 6, "padding"), 2,
+     " Here d_q (5) and d_k (7) differ: additive attention needs no common width, each side has its own matrix."),
+    ("4.3-causal-self", (433, 1, 5, 5, 4, 4, 4, 10, "causal"), 2, " With a causal mask row i has weights only for keys j <= i."),
+    ("4.3-fully-masked-row", (434, 2, 4, 4, 6, 6, 5, 8, "fully-masked-row"), 2,
+     " A query row with no allowed key must give zero weights and a zero output, never NaN."),
+):
+    _add(_id, "4.3", _pts, partial(_p_additive, args=_args), partial(_e_additive, _args), _ADD_HINT + _extra, atol=1e-5)
+
+
+def _p_additive_rejects(ns: ModuleType) -> Arrays:
+    q, k, v, w_q, w_k, w_score, _ = _additive_inputs(435, 1, 2, 3, 4, 6, 5, 8, "none")
+    return {
+        "raised_for_w_q_not_matching_q": _raises_value_error(lambda: ns.additive_attention(q, k, v, w_k, w_k, w_score)),
+        "raised_for_attention_widths_differ": _raises_value_error(
+            lambda: ns.additive_attention(q, k, v, w_q, w_k[:, :5], w_score)),
+        "raised_for_w_score_width": _raises_value_error(lambda: ns.additive_attention(q, k, v, w_q, w_k, w_score[:5])),
+    }
+
+
+_add("4.3-rejects-bad-widths", "4.3", 1, _p_additive_rejects,
+     lambda: {k: np.array(True) for k in ("raised_for_w_q_not_matching_q", "raised_for_attention_widths_differ",
+                                           "raised_for_w_score_width")},
+     "Raise ValueError naming the argument when w_q's rows do not match q's last dim, w_k's rows k's, or when w_q, w_k and "
+     "w_score do not share the attention width d_att.")
+
+
+def _score_std_inputs(kind: str, seed: int, shape: tuple[int, ...]):
+    if kind == "unit":
+        return torch.ones(shape), torch.ones(shape)
+    if kind == "constant":
+        return torch.full(shape, 0.5), torch.full(shape, 3.0)
+    return _randn(seed, *shape).abs() + 0.1, _randn(seed + 1, *shape).abs() + 0.1
+
+
+def _p_score_std(ns: ModuleType, kind, seed, shape) -> Arrays:
+    q_std, k_std = _score_std_inputs(kind, seed, shape)
+    std, scale = _pair(ns.dot_product_score_std(q_std, k_std), "dot_product_score_std(q_std, k_std)", ("std", "scale"))
+    return {"std": to_array(std, "std", kind="f"), "scale": to_array(scale, "scale", kind="f")}
+
+
+def _e_score_std(kind, seed, shape) -> Arrays:
+    """Var(sum_i q_i k_i) = sum_i Var(q_i) Var(k_i) for independent zero-mean components (footnote 4, unequal variances)."""
+    q_std, k_std = (t.double().numpy() for t in _score_std_inputs(kind, seed, shape))
+    std = np.array(np.sqrt(np.sum(q_std**2 * k_std**2, axis=-1)), dtype=np.float64)
+    return {"std": std, "scale": np.array(1.0 / std, dtype=np.float64)}
+
+
+_STD_HINT = ("For independent zero-mean components, Var(q_i k_i) = Var(q_i) Var(k_i) = q_std_i^2 k_std_i^2, and the variances of "
+             "the d_k terms add: std(q . k) = sqrt(sum_i q_std_i^2 k_std_i^2), summed over the last dim only; scale = 1 / std. "
+             "With unit variances this is sqrt(d_k) and the paper's 1/sqrt(d_k).")
+for _id, _kind, _seed, _shape, _pts in (
+    ("4.4-unit-variance-d-k-64", "unit", 0, (64,), 1),
+    ("4.4-unit-variance-per-head", "unit", 0, (8, 16), 1),
+    ("4.4-constant-stds", "constant", 0, (10,), 1),
+    ("4.4-drawn-stds", "drawn", 441, (32,), 2),
+    ("4.4-drawn-stds-per-head", "drawn", 443, (2, 4, 8), 2),
+):
+    _add(_id, "4.4", _pts, partial(_p_score_std, kind=_kind, seed=_seed, shape=_shape),
+         partial(_e_score_std, _kind, _seed, _shape), _STD_HINT, atol=1e-5)
+
+
+def _p_score_std_rejects(ns: ModuleType) -> Arrays:
+    q_std, k_std = _score_std_inputs("unit", 0, (4,))
+    return {
+        "raised_for_shapes_differ": _raises_value_error(lambda: ns.dot_product_score_std(q_std, torch.ones(5))),
+        "raised_for_negative_std": _raises_value_error(lambda: ns.dot_product_score_std(q_std, -k_std)),
+    }
+
+
+_add("4.4-rejects-bad-stds", "4.4", 1, _p_score_std_rejects,
+     lambda: {"raised_for_shapes_differ": np.array(True), "raised_for_negative_std": np.array(True)},
+     "Raise ValueError naming q_std and k_std when their shapes differ, or when a standard deviation is negative.")
+
+
 # ===========================================================================
 # Chapter 5 - multi-head attention
 # ===========================================================================
 def _p_split(ns: ModuleType, args) -> Arrays:
-    seed, batch, seq_len, d_model, n_heads = args
-    x = _randn(seed, batch, seq_len, d_model)
-    return {"heads": to_array(ns.split_heads(x, n_heads), f"split_heads(x, {n_heads})", kind="f")}
+    seed, shape, n_heads = args
+    x = _randn(seed, *shape)
+    return {"heads": to_array(ns.split_heads(x, n_heads), f"split_heads(x of shape {tuple(shape)}, {n_heads})", kind="f")}
 
 
-def _e_split(seed, batch, seq_len, d_model, n_heads) -> Arrays:
-    x = _randn(seed, batch, seq_len, d_model).double().numpy()
-    return {"heads": x.reshape(batch, seq_len, n_heads, d_model // n_heads).transpose(0, 2, 1, 3).copy()}
+def _e_split(seed, shape, n_heads) -> Arrays:
+    x = _randn(seed, *shape).double().numpy()
+    *lead, seq_len, d_model = shape
+    heads = x.reshape(*lead, seq_len, n_heads, d_model // n_heads)
+    return {"heads": np.ascontiguousarray(np.swapaxes(heads, -3, -2))}
 
 
-_SPLIT_HINT = ("Reshape to (batch, seq_len, n_heads, d_k) and THEN swap the middle axes with .transpose(1, 2). Reshaping directly "
-               "to (batch, n_heads, seq_len, d_k) gives the right shape but mixes positions into heads.")
-for _id, _args in {
-    "5.1-d-8-heads-2": (501, 2, 5, 8, 2),
-    "5.1-d-12-heads-3": (502, 1, 3, 12, 3),
-    "5.1-one-head": (503, 2, 4, 6, 1),
-    "5.1-d-k-1": (504, 3, 2, 8, 8),
-}.items():
-    _add(_id, "5.1", 1, partial(_p_split, args=_args), partial(_e_split, *_args), _SPLIT_HINT)
+_SPLIT_HINT = ("Reshape the last dim to (n_heads, d_k) and THEN swap the sequence and head axes (transpose(-3, -2)). "
+               "Reshaping directly to (..., n_heads, seq_len, d_k) gives the right shape but mixes positions into heads. "
+               "Use negative dims and x.shape[:-2] so that any number of leading dims works.")
+for _id, _args, _pts in (
+    ("5.1-batch-d-8-heads-2", (501, (2, 5, 8), 2), 1),
+    ("5.1-batch-d-12-heads-3", (502, (1, 3, 12), 3), 1),
+    ("5.1-unbatched-2d", (503, (4, 6), 3), 2),
+    ("5.1-beams-4d", (504, (2, 3, 4, 8), 4), 2),
+    ("5.1-d-k-1-one-head-5d", (5041, (2, 1, 2, 3, 4), 1), 1),
+):
+    _add(_id, "5.1", _pts, partial(_p_split, args=_args), partial(_e_split, *_args), _SPLIT_HINT)
 
 
 def _p_split_rejects(ns: ModuleType) -> Arrays:
     return {
         "raised_for_indivisible_d_model": _raises_value_error(lambda: ns.split_heads(_randn(505, 2, 3, 10), 4)),
-        "raised_for_2d_input": _raises_value_error(lambda: ns.split_heads(_randn(506, 3, 8), 2)),
+        "raised_for_1d_input": _raises_value_error(lambda: ns.split_heads(_randn(506, 8), 2)),
     }
 
 
 _add("5.1-rejects-bad-input", "5.1", 1, _p_split_rejects,
-     lambda: {"raised_for_indivisible_d_model": np.array(True), "raised_for_2d_input": np.array(True)},
-     "Raise ValueError when x is not 3-D (batch, seq_len, d_model) or when d_model is not divisible by n_heads (name both numbers).")
+     lambda: {"raised_for_indivisible_d_model": np.array(True), "raised_for_1d_input": np.array(True)},
+     "Raise ValueError when x has fewer than 2 dims (it needs (..., seq_len, d_model)) or when d_model is not divisible "
+     "by n_heads (name both numbers).")
 
 
 def _p_merge(ns: ModuleType, args) -> Arrays:
-    seed, batch, n_heads, seq_len, d_k = args
-    x = _randn(seed, batch, n_heads, seq_len, d_k)
-    return {"merged": to_array(ns.merge_heads(x), "merge_heads(x)", kind="f")}
+    seed, shape = args
+    x = _randn(seed, *shape)
+    return {"merged": to_array(ns.merge_heads(x), f"merge_heads(x of shape {tuple(shape)})", kind="f")}
 
 
-def _e_merge(seed, batch, n_heads, seq_len, d_k) -> Arrays:
-    x = _randn(seed, batch, n_heads, seq_len, d_k).double().numpy()
-    return {"merged": x.transpose(0, 2, 1, 3).reshape(batch, seq_len, n_heads * d_k)}
+def _e_merge(seed, shape) -> Arrays:
+    x = _randn(seed, *shape).double().numpy()
+    *lead, n_heads, seq_len, d_k = shape
+    return {"merged": np.swapaxes(x, -3, -2).reshape(*lead, seq_len, n_heads * d_k)}
 
 
-_MERGE_HINT = ("Undo split_heads: .transpose(1, 2) back to (batch, seq_len, n_heads, d_k), then .reshape(batch, seq_len, n_heads * d_k) "
-               "(call .contiguous() before .view). Head h must fill columns h*d_k ... (h+1)*d_k - 1.")
-for _id, _args in {
-    "5.2-heads-2-d-k-4": (511, 2, 2, 5, 4),
-    "5.2-heads-3-d-k-2": (512, 1, 3, 4, 2),
-    "5.2-one-head": (513, 2, 1, 3, 5),
-    "5.2-heads-4-len-1": (514, 3, 4, 1, 3),
-}.items():
-    _add(_id, "5.2", 1, partial(_p_merge, args=_args), partial(_e_merge, *_args), _MERGE_HINT)
+_MERGE_HINT = ("Undo split_heads: swap the head and sequence axes back (transpose(-3, -2)) to (..., seq_len, n_heads, d_k), "
+               "then reshape to (..., seq_len, n_heads * d_k) (.reshape, or .contiguous() before .view). Head h must fill "
+               "columns h*d_k ... (h+1)*d_k - 1, for any number of leading dims.")
+for _id, _args, _pts in (
+    ("5.2-batch-heads-2-d-k-4", (511, (2, 2, 5, 4)), 1),
+    ("5.2-batch-heads-3-d-k-2", (512, (1, 3, 4, 2)), 1),
+    ("5.2-unbatched-3d", (513, (3, 4, 5)), 2),
+    ("5.2-beams-5d", (514, (2, 3, 4, 2, 3)), 2),
+):
+    _add(_id, "5.2", _pts, partial(_p_merge, args=_args), partial(_e_merge, *_args), _MERGE_HINT)
 
 
 def _p_merge_rejects(ns: ModuleType) -> Arrays:
-    return {"raised_for_3d_input": _raises_value_error(lambda: ns.merge_heads(_randn(515, 2, 3, 4)))}
+    return {"raised_for_2d_input": _raises_value_error(lambda: ns.merge_heads(_randn(515, 3, 4)))}
 
 
-_add("5.2-rejects-3d-input", "5.2", 1, _p_merge_rejects, lambda: {"raised_for_3d_input": np.array(True)},
-     "Raise ValueError when x is not 4-D (batch, n_heads, seq_len, d_k).")
+_add("5.2-rejects-2d-input", "5.2", 1, _p_merge_rejects, lambda: {"raised_for_2d_input": np.array(True)},
+     "Raise ValueError when x has fewer than 3 dims (it needs (..., n_heads, seq_len, d_k)).")
 
 
 def _mha_inputs(seed, batch, q_len, k_len, d_model, n_heads, mask_kind):
@@ -1307,24 +1530,44 @@ def _mha_inputs(seed, batch, q_len, k_len, d_model, n_heads, mask_kind):
     return query, key, value, ws, n_heads, mask
 
 
-def _p_mha(ns: ModuleType, args) -> Arrays:
+def _interleave_qkv(w_q: torch.Tensor, w_k: torch.Tensor, w_v: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """The fused (d_model, 3 d_model) weight in the per-head layout: columns ordered (head, [q, k, v], d_k)."""
+    d_model = w_q.size(0)
+    d_k = d_model // n_heads
+    per_head = torch.stack([w.reshape(d_model, n_heads, d_k) for w in (w_q, w_k, w_v)], dim=2)  # (d_model, h, 3, d_k)
+    return per_head.reshape(d_model, 3 * d_model)
+
+
+def _p_mha(ns: ModuleType, args, dtype: str = "float32") -> Arrays:
     query, key, value, (w_q, w_k, w_v, w_o), n_heads, mask = _mha_inputs(*args)
+    w_qkv = _interleave_qkv(w_q, w_k, w_v, n_heads)
+    if dtype == "float16":
+        query, key, value, w_qkv, w_o = (t.half() for t in (query, key, value, w_qkv, w_o))
     out, weights = _pair(
-        ns.multi_head_attention(query, key, value, w_q, w_k, w_v, w_o, n_heads, mask),
-        "multi_head_attention(query, key, value, w_q, w_k, w_v, w_o, n_heads, mask)",
+        ns.multi_head_attention(query, key, value, w_qkv, w_o, n_heads, mask),
+        "multi_head_attention(query, key, value, w_qkv, w_o, n_heads, mask)" + (" with float16 inputs" if dtype == "float16" else ""),
         ("out", "weights"),
     )
     return {"out": to_array(out, "out", kind="f"), "weights": to_array(weights, "weights", kind="f")}
 
 
-def _e_mha(args) -> Arrays:
-    """torch.nn.MultiheadAttention with the weights copied (it computes x @ W.T, so W is transposed)."""
+def _e_mha(args, dtype: str = "float32") -> Arrays:
+    """torch.nn.MultiheadAttention with the weights copied (it computes x @ W.T, so W is transposed). The fused weight is
+    undone here with numpy (columns of head h: q at 3h*d_k, k at (3h+1)*d_k, v at (3h+2)*d_k); float16 cases run in
+    float32 on the float16-rounded inputs."""
     query, key, value, (w_q, w_k, w_v, w_o), n_heads, mask = _mha_inputs(*args)
     d_model = query.size(-1)
-    mha = nn.MultiheadAttention(d_model, n_heads, bias=False, batch_first=True, dtype=torch.float64)
+    d_k = d_model // n_heads
+    fused = _interleave_qkv(w_q, w_k, w_v, n_heads)
+    work = torch.float64 if dtype == "float32" else torch.float32
+    if dtype == "float16":
+        query, key, value, fused, w_o = (t.half() for t in (query, key, value, fused, w_o))
+    cols = fused.double().numpy().reshape(d_model, n_heads, 3, d_k)
+    w_sep = [torch.from_numpy(np.ascontiguousarray(cols[:, :, j, :].reshape(d_model, d_model))).to(work) for j in range(3)]
+    mha = nn.MultiheadAttention(d_model, n_heads, bias=False, batch_first=True, dtype=work)
     with torch.no_grad():
-        mha.in_proj_weight.copy_(torch.cat([w_q.T, w_k.T, w_v.T], dim=0).double())
-        mha.out_proj.weight.copy_(w_o.T.double())
+        mha.in_proj_weight.copy_(torch.cat([w.T for w in w_sep], dim=0))
+        mha.out_proj.weight.copy_(w_o.T.to(work))
     kwargs = {}
     if mask is not None and mask.size(0) == 1:  # causal (1, 1, L, L): torch wants True = BLOCKED
         kwargs["attn_mask"] = ~mask[0, 0]
@@ -1332,13 +1575,14 @@ def _e_mha(args) -> Arrays:
         kwargs["key_padding_mask"] = ~mask[:, 0, 0, :]
     mha.eval()
     with torch.no_grad():
-        out, weights = mha(query.double(), key.double(), value.double(), need_weights=True, average_attn_weights=False, **kwargs)
+        out, weights = mha(query.to(work), key.to(work), value.to(work), need_weights=True, average_attn_weights=False, **kwargs)
     return {"out": _f64(out), "weights": _f64(weights)}
 
 
-_MHA_HINT = ("Project with the full matrices (Q = query @ w_q, ...), split into n_heads heads of width d_k = d_model // n_heads, "
-             "run scaled dot-product attention per head (scale 1/sqrt(d_k)), merge the heads and multiply by w_o. "
-             "weights has shape (batch, n_heads, q_len, k_len).")
+_MHA_HINT = ("w_qkv holds the three projections side by side PER HEAD: viewed as (d_model, n_heads, 3, d_k), [:, h, 0] is head h's "
+             "W^Q_h, [:, h, 1] its W^K_h, [:, h, 2] its W^V_h (not [W^Q | W^K | W^V] as three blocks of d_model columns). "
+             "Project (query with W^Q, key with W^K, value with W^V), split into heads, attention per head with scale "
+             "1/sqrt(d_k), merge, multiply by w_o. weights has shape (batch, n_heads, q_len, k_len).")
 for _id, _args in {
     "5.3-self-4-heads": (521, 2, 5, 5, 16, 4, "none"),
     "5.3-cross-padding-mask": (522, 3, 3, 6, 8, 2, "padding"),
@@ -1348,70 +1592,122 @@ for _id, _args in {
     _add(_id, "5.3", 2, partial(_p_mha, args=_args), partial(_e_mha, _args), _MHA_HINT, atol=1e-5,
          standins={"split_heads": _STANDIN_SPLIT_HEADS, "merge_heads": _STANDIN_MERGE_HEADS})
 
-
-def _p_mha_half(ns: ModuleType, args) -> Arrays:
-    query, key, value, ws, n_heads, mask = _mha_inputs(*args)
-    query, key, value = (t.half() for t in (query, key, value))
-    w_q, w_k, w_v, w_o = (w.half() for w in ws)
-    out, weights = _pair(
-        ns.multi_head_attention(query, key, value, w_q, w_k, w_v, w_o, n_heads, mask),
-        "multi_head_attention(query, key, value, w_q, w_k, w_v, w_o, n_heads, mask) with float16 inputs",
-        ("out", "weights"),
-    )
-    return {"out": to_array(out, "out", kind="f"), "weights": to_array(weights, "weights", kind="f")}
-
-
-def _e_mha_half(args) -> Arrays:
-    """As :func:`_e_mha`, in float32 on the float16-rounded inputs and weights."""
-    query, key, value, ws, n_heads, mask = _mha_inputs(*args)
-    query, key, value = (t.half().float() for t in (query, key, value))
-    w_q, w_k, w_v, w_o = (w.half().float() for w in ws)
-    mha = nn.MultiheadAttention(query.size(-1), n_heads, bias=False, batch_first=True)
-    with torch.no_grad():
-        mha.in_proj_weight.copy_(torch.cat([w_q.T, w_k.T, w_v.T], dim=0))
-        mha.out_proj.weight.copy_(w_o.T)
-    mha.eval()
-    with torch.no_grad():
-        out, weights = mha(query, key, value, key_padding_mask=~mask[:, 0, 0, :], need_weights=True,
-                           average_attn_weights=False)
-    return {"out": _f64(out), "weights": _f64(weights)}
-
-
-_add("5.3-float16-padding-mask", "5.3", 1, partial(_p_mha_half, args=(5251, 3, 3, 6, 8, 2, "padding")),
-     partial(_e_mha_half, (5251, 3, 3, 6, 8, 2, "padding")),
+_add("5.3-float16-padding-mask", "5.3", 1, partial(_p_mha, args=(5251, 3, 3, 6, 8, 2, "padding"), dtype="float16"),
+     partial(_e_mha, (5251, 3, 3, 6, 8, 2, "padding"), "float16"),
      _MHA_HINT + " This case runs in float16: if you mask the scores yourself, fill with torch.finfo(scores.dtype).min "
                  "(a fill value such as -1e9 overflows float16).", rtol=1e-2, atol=5e-3,
      standins={"split_heads": _STANDIN_SPLIT_HEADS, "merge_heads": _STANDIN_MERGE_HEADS})
+
+
+def _ablation_inputs(seed, batch, seq_len, d_model, n_heads, mask_kind):
+    x = _randn(seed, batch, seq_len, d_model)
+    ws = [_randn(seed + 1 + i, d_model, d_model, scale=d_model**-0.5) for i in range(4)]
+    if mask_kind == "causal":
+        mask = torch.ones(seq_len, seq_len, dtype=torch.bool).tril()
+    elif mask_kind == "padding":  # (batch, 1, 1, seq_len): sequence b has seq_len - b real tokens
+        mask = (torch.arange(seq_len)[None, :] < torch.tensor([seq_len - b for b in range(batch)])[:, None])[:, None, None, :]
+    else:
+        mask = None
+    return x, ws, n_heads, mask
+
+
+def _p_ablation(ns: ModuleType, args) -> Arrays:
+    x, (w_q, w_k, w_v, w_o), n_heads, mask = _ablation_inputs(*args)
+    effect = ns.head_ablation_effect(x, w_q, w_k, w_v, w_o, n_heads, mask)
+    return {"effect": to_array(effect, "head_ablation_effect(x, w_q, w_k, w_v, w_o, n_heads, mask)", kind="f")}
+
+
+def _e_ablation(args) -> Arrays:
+    """Run the layer n_heads + 1 times in float64 (torch's fused attention per head): once whole, once per head with that
+    head's output replaced by zeros before W^O; mean over (batch, position) of the L2 norm of the difference."""
+    x, ws, n_heads, mask = _ablation_inputs(*args)
+    x = x.double()
+    w_q, w_k, w_v, w_o = (w.double() for w in ws)
+    d_model = x.size(-1)
+    d_k = d_model // n_heads
+    heads = []
+    for h in range(n_heads):
+        cols = slice(h * d_k, (h + 1) * d_k)
+        heads.append(F.scaled_dot_product_attention((x @ w_q)[..., cols][:, None], (x @ w_k)[..., cols][:, None],
+                                                    (x @ w_v)[..., cols][:, None],
+                                                    attn_mask=None if mask is None else mask.reshape(-1, 1, *mask.shape[-2:]))[:, 0])
+    full = torch.cat(heads, dim=-1) @ w_o
+    effect = []
+    for h in range(n_heads):
+        ablated = torch.cat([torch.zeros_like(t) if i == h else t for i, t in enumerate(heads)], dim=-1) @ w_o
+        effect.append(torch.linalg.vector_norm(full - ablated, dim=-1).mean())
+    return {"effect": _f64(torch.stack(effect))}
+
+
+_ABL_HINT = ("For each head h: the full output minus the output computed with head h's attention output (batch, seq_len, d_k) "
+             "set to zero BEFORE the concatenation and w_o; take the L2 norm over d_model at every (batch, position) and "
+             "average those norms. Zero the head's output, not its weights or its query; no scale on the result.")
+for _id, _args, _pts in (
+    ("5.4-four-heads", (541, 2, 5, 16, 4, "none"), 2),
+    ("5.4-causal-two-heads", (542, 1, 6, 8, 2, "causal"), 2),
+    ("5.4-padding-three-heads", (543, 3, 4, 12, 3, "padding"), 2),
+    ("5.4-one-head", (544, 2, 3, 6, 1, "none"), 1),
+):
+    _add(_id, "5.4", _pts, partial(_p_ablation, args=_args), partial(_e_ablation, _args), _ABL_HINT, atol=1e-5)
+
+
+def _p_ablation_rejects(ns: ModuleType) -> Arrays:
+    x, (w_q, w_k, w_v, w_o), _, _ = _ablation_inputs(545, 1, 3, 10, 2, "none")
+    return {"raised_for_indivisible_d_model": _raises_value_error(
+        lambda: ns.head_ablation_effect(x, w_q, w_k, w_v, w_o, 4))}
+
+
+_add("5.4-rejects-indivisible-d-model", "5.4", 1, _p_ablation_rejects,
+     lambda: {"raised_for_indivisible_d_model": np.array(True)},
+     "Raise ValueError naming d_model and n_heads when d_model is not divisible by n_heads.")
 
 
 # ===========================================================================
 # Chapter 6 - position-wise feed-forward network
 # ===========================================================================
 def _ffn_inputs(seed, batch, seq_len, d_model, d_ff):
+    """Weights in nn.Linear's layout: w1 (d_ff, d_model), w2 (d_model, d_ff)."""
     x = _randn(seed, batch, seq_len, d_model)
-    w1 = _randn(seed + 1, d_model, d_ff, scale=d_model**-0.5)
-    b1 = _randn(seed + 2, d_ff, scale=0.1)
-    w2 = _randn(seed + 3, d_ff, d_model, scale=d_ff**-0.5)
+    w1 = _randn(seed + 1, d_ff, d_model, scale=d_model**-0.5)
+    b1 = _randn(seed + 2, d_ff, scale=0.3)
+    w2 = _randn(seed + 3, d_model, d_ff, scale=d_ff**-0.5)
     b2 = _randn(seed + 4, d_model, scale=0.1)
     return x, w1, b1, w2, b2
 
 
 def _p_ffn(ns: ModuleType, args) -> Arrays:
-    return {"out": to_array(ns.position_wise_ffn(*_ffn_inputs(*args)), "position_wise_ffn(x, w1, b1, w2, b2)", kind="f")}
+    out, active = _pair(ns.position_wise_ffn(*_ffn_inputs(*args)), "position_wise_ffn(x, w1, b1, w2, b2)", ("out", "active"))
+    return {"out": to_array(out, "out", kind="f"), "active": to_array(active, "active", kind="f")}
 
 
 def _e_ffn(args) -> Arrays:
     x, w1, b1, w2, b2 = (t.double() for t in _ffn_inputs(*args))
-    return {"out": _f64(F.linear(F.relu(F.linear(x, w1.T, b1)), w2.T, b2))}
+    pre = F.linear(x, w1, b1)
+    return {"out": _f64(F.linear(F.relu(pre), w2, b2)), "active": _f64((pre > 0).double().mean(-1))}
 
 
-_FFN_HINT = "FFN(x) = max(0, x @ w1 + b1) @ w2 + b2 (paper equation 2): ReLU between the two layers, biases added after each product."
-for _id, _args in {
-    "6.1-d-8-ff-32": (601, 2, 5, 8, 32),
-    "6.1-one-position": (602, 1, 1, 4, 16),
-    "6.1-d-16-ff-64": (603, 3, 7, 16, 64),
-}.items():
-    _add(_id, "6.1", 1, partial(_p_ffn, args=_args), partial(_e_ffn, _args), _FFN_HINT, atol=1e-5)
+_FFN_HINT = ("The weights come in nn.Linear's layout (out_features, in_features): FFN(x) = max(0, x @ w1.T + b1) @ w2.T + b2. "
+             "active[b, t] is the fraction of the d_ff inner units that are > 0 after the ReLU at that position.")
+for _id, _args, _pts in (
+    ("6.1-d-8-ff-32", (601, 2, 5, 8, 32), 2),
+    ("6.1-one-position", (602, 1, 1, 4, 16), 1),
+    ("6.1-d-16-ff-64", (603, 3, 7, 16, 64), 2),
+):
+    _add(_id, "6.1", _pts, partial(_p_ffn, args=_args), partial(_e_ffn, _args), _FFN_HINT, atol=1e-5)
+
+
+def _p_ffn_rejects(ns: ModuleType) -> Arrays:
+    x, w1, b1, w2, b2 = _ffn_inputs(604, 1, 3, 8, 32)
+    return {
+        "raised_for_paper_layout_w1": _raises_value_error(lambda: ns.position_wise_ffn(x, w1.T, b1, w2, b2)),
+        "raised_for_paper_layout_w2": _raises_value_error(lambda: ns.position_wise_ffn(x, w1, b1, w2.T, b2)),
+    }
+
+
+_add("6.1-rejects-transposed-weights", "6.1", 1, _p_ffn_rejects,
+     lambda: {"raised_for_paper_layout_w1": np.array(True), "raised_for_paper_layout_w2": np.array(True)},
+     "Raise ValueError naming w1 (or w2) when its shape is not (d_ff, d_model) (or (d_model, d_ff)), with d_model = x.shape[-1] "
+     "and d_ff = w1.shape[0]: a weight in the paper's layout is a common slip.")
 
 
 def _gelu_input(which: str) -> torch.Tensor:
@@ -1419,6 +1715,10 @@ def _gelu_input(which: str) -> torch.Tensor:
         return torch.linspace(-6.0, 6.0, 121)
     if which == "random":
         return _randn(611, 3, 4, 5, scale=2.0)
+    if which == "tail-grid":
+        return torch.linspace(-12.0, -5.0, 71)
+    if which == "tail-random":
+        return _randn(612, 4, 6, scale=2.0, shift=-8.0).clamp(-12.0, -5.0)
     return torch.tensor([-30.0, -10.0, -1e-3, 0.0, 1e-3, 10.0, 30.0])
 
 
@@ -1426,10 +1726,146 @@ def _p_gelu(ns: ModuleType, which) -> Arrays:
     return {"out": to_array(ns.gelu(_gelu_input(which)), "gelu(x)", kind="f")}
 
 
-_GELU_HINT = "Use the exact form GELU(x) = x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2))) (torch.erf), not the tanh approximation."
-for _id, _which in {"6.2-grid": "grid", "6.2-random-3d": "random", "6.2-extremes": "extremes"}.items():
-    _add(_id, "6.2", 1, partial(_p_gelu, which=_which), partial(lambda w: {"out": _f64(F.gelu(_gelu_input(w).double()))}, _which),
-         _GELU_HINT)
+def _e_gelu(which) -> Arrays:
+    """The exact GELU x Phi(x) = x erfc(-x / sqrt 2) / 2, element by element with math.erfc in float64."""
+    x = _gelu_input(which).double().flatten().tolist()
+    values = [0.5 * v * math.erfc(-v / math.sqrt(2.0)) for v in x]
+    return {"out": np.array(values, dtype=np.float64).reshape(tuple(_gelu_input(which).shape))}
+
+
+_GELU_HINT = "Use the exact form GELU(x) = x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2))), not the tanh approximation."
+_GELU_TAIL_HINT = ("For x below about -5 the value 1 + erf(x / sqrt 2) is 1 minus a number closer to 1 than float precision "
+                   "can tell, so it comes out 0 (or off by orders of magnitude): rewrite 1 + erf(z) as erfc(-z) "
+                   "(torch.special.erfc), which is computed accurately in the tail. The check here is relative (rtol 1e-4).")
+for _id, _which, _pts, _rtol, _atol, _hint in (
+    ("6.2-grid", "grid", 1, 1e-5, 1e-6, _GELU_HINT),
+    ("6.2-random-3d", "random", 1, 1e-5, 1e-6, _GELU_HINT),
+    ("6.2-extremes", "extremes", 1, 1e-5, 1e-6, _GELU_HINT),
+    ("6.2-tail-grid", "tail-grid", 2, 1e-4, 0.0, _GELU_TAIL_HINT),
+    ("6.2-tail-random", "tail-random", 2, 1e-4, 0.0, _GELU_TAIL_HINT),
+):
+    _add(_id, "6.2", _pts, partial(_p_gelu, which=_which), partial(_e_gelu, _which), _hint, rtol=_rtol, atol=_atol)
+
+
+def _swiglu_inputs(seed, batch, seq_len, d_model, d_hidden):
+    x = _randn(seed, batch, seq_len, d_model)
+    w_gate = _randn(seed + 1, d_model, d_hidden, scale=d_model**-0.5)
+    w_up = _randn(seed + 2, d_model, d_hidden, scale=d_model**-0.5)
+    w_down = _randn(seed + 3, d_hidden, d_model, scale=d_hidden**-0.5)
+    return x, w_gate, w_up, w_down
+
+
+def _p_swiglu(ns: ModuleType, args) -> Arrays:
+    return {"out": to_array(ns.swiglu_ffn(*_swiglu_inputs(*args)), "swiglu_ffn(x, w_gate, w_up, w_down)", kind="f")}
+
+
+def _e_swiglu(args) -> Arrays:
+    x, w_gate, w_up, w_down = (t.double() for t in _swiglu_inputs(*args))
+    return {"out": _f64((F.silu(x @ w_gate) * (x @ w_up)) @ w_down)}
+
+
+_SWIGLU_HINT = ("SwiGLU(x) = (Swish(x @ w_gate) * (x @ w_up)) @ w_down with Swish(z) = z * sigmoid(z) (SiLU): the Swish goes on "
+                "the GATE branch only, the product is elementwise, and there are no biases.")
+for _id, _args, _pts in (
+    ("6.3-d-8-hidden-24", (631, 2, 5, 8, 24), 2),
+    ("6.3-d-16-hidden-40", (632, 3, 4, 16, 40), 2),
+    ("6.3-one-position", (633, 1, 1, 6, 16), 1),
+):
+    _add(_id, "6.3", _pts, partial(_p_swiglu, args=_args), partial(_e_swiglu, _args), _SWIGLU_HINT, atol=1e-5)
+
+
+def _p_swiglu_rejects(ns: ModuleType) -> Arrays:
+    x, w_gate, w_up, w_down = _swiglu_inputs(634, 1, 2, 8, 24)
+    return {
+        "raised_for_gate_and_up_differ": _raises_value_error(lambda: ns.swiglu_ffn(x, w_gate, w_up[:, :20], w_down)),
+        "raised_for_w_down_shape": _raises_value_error(lambda: ns.swiglu_ffn(x, w_gate, w_up, w_down.T)),
+    }
+
+
+_add("6.3-rejects-bad-shapes", "6.3", 1, _p_swiglu_rejects,
+     lambda: {"raised_for_gate_and_up_differ": np.array(True), "raised_for_w_down_shape": np.array(True)},
+     "Raise ValueError naming the argument when w_gate and w_up are not both (d_model, d_hidden) or w_down is not (d_hidden, d_model).")
+
+
+#: (d_model, d_ff, multiple_of) -> d_hidden, worked by hand: 2 d_ff / 3, floored, then rounded UP to a multiple.
+#: 11008, 13824 and 22016 are the hidden widths of LLaMA 7B, 13B and 65B (Touvron et al., 2023).
+_SWIGLU_WIDTH_ROWS = [(512, 2048, 1), (512, 2048, 8), (768, 3072, 64), (4096, 16384, 256), (5120, 20480, 256),
+                      (8192, 32768, 256)]
+#: the answers, used only by the expected values (never by ``produce``): 4096 / 3 = 1365.33 -> 1365; 1365 -> 171 * 8;
+#: exactly 2048; 10922 -> 43 * 256; 13653 -> 54 * 256; 21845 -> 86 * 256
+_SWIGLU_WIDTH_HAND = [1365, 1368, 2048, 11008, 13824, 22016]
+
+
+def _p_swiglu_width(ns: ModuleType, rows) -> Arrays:
+    rows = rows() if callable(rows) else rows
+    got = [ns.swiglu_hidden_width(int(d), int(ff), int(m)) for d, ff, m in rows]
+    arrays = {"d_hidden": [], "swiglu_params": [], "relu_params": []}
+    for (d, ff, m), result in zip(rows, got):
+        if not isinstance(result, (tuple, list)) or len(result) != 3:
+            raise TypeError(f"swiglu_hidden_width({d}, {ff}, {m}) must return a triple (d_hidden, swiglu_params, relu_params); "
+                            f"got {type(result).__name__}")
+        for key, value in zip(arrays, result):
+            arrays[key].append(to_array(value, f"{key} of swiglu_hidden_width({d}, {ff}, {m})", kind="i"))
+    return {key: np.stack(values) for key, values in arrays.items()}
+
+
+def _count_params(d_model: int, d_hidden: int, d_ff: int) -> tuple[int, int]:
+    """Parameters of bias-free nn.Linear layers (on the meta device: nothing is allocated)."""
+    def count(*layers):
+        return sum(p.numel() for layer in layers for p in layer.parameters())
+    swiglu = count(nn.Linear(d_model, d_hidden, bias=False, device="meta"), nn.Linear(d_model, d_hidden, bias=False, device="meta"),
+                   nn.Linear(d_hidden, d_model, bias=False, device="meta"))
+    relu = count(nn.Linear(d_model, d_ff, bias=False, device="meta"), nn.Linear(d_ff, d_model, bias=False, device="meta"))
+    return swiglu, relu
+
+
+def _e_swiglu_width_table() -> Arrays:
+    hidden = _SWIGLU_WIDTH_HAND
+    counts = [_count_params(d, h, ff) for (d, ff, _), h in zip(_SWIGLU_WIDTH_ROWS, hidden)]
+    return {"d_hidden": np.array(hidden, dtype=np.int64), "swiglu_params": np.array([c[0] for c in counts], dtype=np.int64),
+            "relu_params": np.array([c[1] for c in counts], dtype=np.int64)}
+
+
+def _swiglu_width_drawn_rows() -> list[tuple[int, int, int]]:
+    d_model = _randint(641, 8, 2049, 5)
+    d_ff = _randint(642, 16, 8193, 5)
+    multiple = torch.tensor([1, 8, 32, 64, 256])[_randint(643, 0, 5, 5)]
+    return [(int(d), int(ff), int(m)) for d, ff, m in zip(d_model, d_ff, multiple)]
+
+
+def _e_swiglu_width_drawn() -> Arrays:
+    rows = _swiglu_width_drawn_rows()
+    hidden = []
+    for _, d_ff, m in rows:  # the smallest multiple of m that is >= floor(2 d_ff / 3), by counting up
+        target = (2 * d_ff) // 3
+        h = m
+        while h < target:
+            h += m
+        hidden.append(h)
+    counts = [_count_params(d, h, ff) for (d, ff, _), h in zip(rows, hidden)]
+    return {"d_hidden": np.array(hidden, dtype=np.int64), "swiglu_params": np.array([c[0] for c in counts], dtype=np.int64),
+            "relu_params": np.array([c[1] for c in counts], dtype=np.int64)}
+
+
+_WIDTH_HINT = ("A bias-free ReLU FFN has 2 * d_model * d_ff parameters, a SwiGLU FFN 3 * d_model * d_hidden (three matrices). "
+               "Equal counts need d_hidden = 2 d_ff / 3: take floor(2 * d_ff / 3) in integer arithmetic ((2 * d_ff) // 3), then "
+               "round UP to the next multiple of multiple_of (unchanged if it already is one).")
+_add("6.4-hand-table", "6.4", 2, partial(_p_swiglu_width, rows=_SWIGLU_WIDTH_ROWS), _e_swiglu_width_table, _WIDTH_HINT,
+     rtol=0.0, atol=1e-6)
+_add("6.4-drawn-sizes", "6.4", 2, partial(_p_swiglu_width, rows=_swiglu_width_drawn_rows), _e_swiglu_width_drawn, _WIDTH_HINT,
+     rtol=0.0, atol=1e-6)
+
+
+def _p_swiglu_width_rejects(ns: ModuleType) -> Arrays:
+    return {
+        "raised_for_zero_d_ff": _raises_value_error(lambda: ns.swiglu_hidden_width(512, 0, 8)),
+        "raised_for_zero_multiple_of": _raises_value_error(lambda: ns.swiglu_hidden_width(512, 2048, 0)),
+    }
+
+
+_add("6.4-rejects-bad-sizes", "6.4", 1, _p_swiglu_width_rejects,
+     lambda: {"raised_for_zero_d_ff": np.array(True), "raised_for_zero_multiple_of": np.array(True)},
+     "Raise ValueError naming the argument when d_model, d_ff or multiple_of is smaller than 1.")
 
 
 # ===========================================================================

@@ -510,11 +510,11 @@ def alibi_bias(n_heads, seq_len):
 """),
     ],
     "4.1": [
-        ("no 1/sqrt(d_k) scale", """
+        ("the chapter's listing copied: no bias argument", """
 def scaled_dot_product_attention(q, k, v, mask=None):
     if q.shape[-1] != k.shape[-1]:
         raise ValueError("d_k")
-    scores = q @ k.transpose(-2, -1)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if mask is not None:
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     w = torch.softmax(scores, -1)
@@ -522,18 +522,105 @@ def scaled_dot_product_attention(q, k, v, mask=None):
         w = w.masked_fill(~mask, 0.0)
     return w @ v, w
 """),
-        ("-inf fill: NaN on a fully masked row", """
-def scaled_dot_product_attention(q, k, v, mask=None):
+        ("no 1/sqrt(d_k) scale", """
+def scaled_dot_product_attention(q, k, v, mask=None, bias=None):
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError("d_k")
+    scores = q @ k.transpose(-2, -1)
+    if bias is not None:
+        scores = scores + bias
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    w = torch.softmax(scores, -1)
+    if mask is not None:
+        w = w.masked_fill(~mask, 0.0)
+    return w @ v, w
+"""),
+        ("bias added before the 1/sqrt(d_k) scale", """
+def scaled_dot_product_attention(q, k, v, mask=None, bias=None):
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError("d_k")
+    if bias is not None and (bias.dtype == torch.bool or bias.dim() > q.dim() or any(b not in (1, n) for b, n in zip(bias.shape[::-1], (k.shape[-2], *q.shape[:-1][::-1])))):
+        raise ValueError("bias")
+    scores = q @ k.transpose(-2, -1)
+    allowed = mask
+    if bias is not None:
+        finite = bias != float("-inf")
+        scores = scores + bias.masked_fill(~finite, 0.0)
+        allowed = finite if mask is None else mask & finite
+    scores = scores / math.sqrt(q.shape[-1])
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
+    w = torch.softmax(scores, -1)
+    if allowed is not None:
+        w = w.masked_fill(~allowed, 0.0)
+    return w @ v, w
+"""),
+        ("bias added, -inf in the bias not treated as blocked (NaN on a row of -inf)", """
+def scaled_dot_product_attention(q, k, v, mask=None, bias=None):
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError("d_k")
+    if bias is not None and (not bias.is_floating_point() or bias.dim() > q.dim() or any(b not in (1, n) for b, n in zip(bias.shape[::-1], (k.shape[-2], *q.shape[:-1][::-1])))):
+        raise ValueError("bias")
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if bias is not None:
+        scores = scores + bias
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    w = torch.softmax(scores, -1)
+    if mask is not None:
+        w = w.masked_fill(~mask, 0.0)
+    return w @ v, w
+"""),
+        ("bias ignored when a mask is given", """
+def scaled_dot_product_attention(q, k, v, mask=None, bias=None):
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError("d_k")
+    if bias is not None and not bias.is_floating_point():
+        raise ValueError("bias")
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    allowed = mask
+    if mask is None and bias is not None:
+        allowed = bias != float("-inf")
+        scores = scores + bias.masked_fill(~allowed, 0.0)
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
+    w = torch.softmax(scores, -1)
+    if allowed is not None:
+        w = w.masked_fill(~allowed, 0.0)
+    return w @ v, w
+"""),
+        ("no validation of the bias", """
+def scaled_dot_product_attention(q, k, v, mask=None, bias=None):
     if q.shape[-1] != k.shape[-1]:
         raise ValueError("d_k")
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    allowed = mask
+    if bias is not None:
+        finite = bias != float("-inf")
+        scores = scores + bias.masked_fill(~finite, 0.0)
+        allowed = finite if mask is None else mask & finite
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
+    w = torch.softmax(scores, -1)
+    if allowed is not None:
+        w = w.masked_fill(~allowed, 0.0)
+    return w @ v, w
+"""),
+        ("-inf fill: NaN on a fully masked row", """
+def scaled_dot_product_attention(q, k, v, mask=None, bias=None):
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError("d_k")
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if bias is not None:
+        scores = scores + bias
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     w = torch.softmax(scores, -1)
     return w @ v, w
 """),
         ("mask convention inverted (True = blocked)", """
-def scaled_dot_product_attention(q, k, v, mask=None):
+def scaled_dot_product_attention(q, k, v, mask=None, bias=None):
     if q.shape[-1] != k.shape[-1]:
         raise ValueError("d_k")
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
@@ -545,7 +632,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     return w @ v, w
 """),
         ("softmax over the queries", """
-def scaled_dot_product_attention(q, k, v, mask=None):
+def scaled_dot_product_attention(q, k, v, mask=None, bias=None):
     if q.shape[-1] != k.shape[-1]:
         raise ValueError("d_k")
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
@@ -557,7 +644,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     return w @ v, w
 """),
         ("blocked weights not zeroed on a fully masked row", """
-def scaled_dot_product_attention(q, k, v, mask=None):
+def scaled_dot_product_attention(q, k, v, mask=None, bias=None):
     if q.shape[-1] != k.shape[-1]:
         raise ValueError("d_k")
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
@@ -567,7 +654,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     return w @ v, w
 """),
         ("-1e9 fill, blocked weights zeroed afterwards (overflows float16)", """
-def scaled_dot_product_attention(q, k, v, mask=None):
+def scaled_dot_product_attention(q, k, v, mask=None, bias=None):
     if q.shape[-1] != k.shape[-1]:
         raise ValueError("d_k")
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
@@ -590,29 +677,192 @@ def self_attention(x, w_q, w_k, w_v, mask=None):
     return w @ v, w
 """),
     ],
+    "4.3": [
+        ("scaled by 1/sqrt(d_att) like dot-product attention", """
+def additive_attention(q, k, v, w_q, w_k, w_score, mask=None):
+    if w_q.shape[0] != q.shape[-1] or w_k.shape[0] != k.shape[-1] or not (w_q.shape[1] == w_k.shape[1] == w_score.shape[-1]):
+        raise ValueError("w")
+    s = torch.tanh((q @ w_q)[:, :, None] + (k @ w_k)[:, None]) @ w_score / math.sqrt(w_score.shape[-1])
+    if mask is not None:
+        s = s.masked_fill(~mask, torch.finfo(s.dtype).min)
+    w = torch.softmax(s, -1)
+    if mask is not None:
+        w = w.masked_fill(~mask, 0.0)
+    return w @ v, w
+"""),
+        ("no tanh (the query term then cancels in the softmax)", """
+def additive_attention(q, k, v, w_q, w_k, w_score, mask=None):
+    if w_q.shape[0] != q.shape[-1] or w_k.shape[0] != k.shape[-1] or not (w_q.shape[1] == w_k.shape[1] == w_score.shape[-1]):
+        raise ValueError("w")
+    s = ((q @ w_q)[:, :, None] + (k @ w_k)[:, None]) @ w_score
+    if mask is not None:
+        s = s.masked_fill(~mask, torch.finfo(s.dtype).min)
+    w = torch.softmax(s, -1)
+    if mask is not None:
+        w = w.masked_fill(~mask, 0.0)
+    return w @ v, w
+"""),
+        ("tanh of each projection separately, then added", """
+def additive_attention(q, k, v, w_q, w_k, w_score, mask=None):
+    if w_q.shape[0] != q.shape[-1] or w_k.shape[0] != k.shape[-1] or not (w_q.shape[1] == w_k.shape[1] == w_score.shape[-1]):
+        raise ValueError("w")
+    s = (torch.tanh(q @ w_q)[:, :, None] + torch.tanh(k @ w_k)[:, None]) @ w_score
+    if mask is not None:
+        s = s.masked_fill(~mask, torch.finfo(s.dtype).min)
+    w = torch.softmax(s, -1)
+    if mask is not None:
+        w = w.masked_fill(~mask, 0.0)
+    return w @ v, w
+"""),
+        ("w_score ignored (sum over d_att)", """
+def additive_attention(q, k, v, w_q, w_k, w_score, mask=None):
+    if w_q.shape[0] != q.shape[-1] or w_k.shape[0] != k.shape[-1] or not (w_q.shape[1] == w_k.shape[1] == w_score.shape[-1]):
+        raise ValueError("w")
+    s = torch.tanh((q @ w_q)[:, :, None] + (k @ w_k)[:, None]).sum(-1)
+    if mask is not None:
+        s = s.masked_fill(~mask, torch.finfo(s.dtype).min)
+    w = torch.softmax(s, -1)
+    if mask is not None:
+        w = w.masked_fill(~mask, 0.0)
+    return w @ v, w
+"""),
+        ("-inf fill: NaN on a fully masked row", """
+def additive_attention(q, k, v, w_q, w_k, w_score, mask=None):
+    if w_q.shape[0] != q.shape[-1] or w_k.shape[0] != k.shape[-1] or not (w_q.shape[1] == w_k.shape[1] == w_score.shape[-1]):
+        raise ValueError("w")
+    s = torch.tanh((q @ w_q)[:, :, None] + (k @ w_k)[:, None]) @ w_score
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    w = torch.softmax(s, -1)
+    return w @ v, w
+"""),
+        ("no validation of the widths", """
+def additive_attention(q, k, v, w_q, w_k, w_score, mask=None):
+    s = torch.tanh((q @ w_q)[:, :, None] + (k @ w_k)[:, None]) @ w_score
+    if mask is not None:
+        s = s.masked_fill(~mask, torch.finfo(s.dtype).min)
+    w = torch.softmax(s, -1)
+    if mask is not None:
+        w = w.masked_fill(~mask, 0.0)
+    return w @ v, w
+"""),
+    ],
+    "4.4": [
+        ("sqrt(d_k) whatever the standard deviations", """
+def dot_product_score_std(q_std, k_std):
+    if q_std.shape != k_std.shape or (q_std < 0).any() or (k_std < 0).any():
+        raise ValueError("std")
+    std = torch.full(q_std.shape[:-1], math.sqrt(q_std.shape[-1]))
+    return std, 1 / std
+"""),
+        ("standard deviations multiplied and summed (no squares)", """
+def dot_product_score_std(q_std, k_std):
+    if q_std.shape != k_std.shape or (q_std < 0).any() or (k_std < 0).any():
+        raise ValueError("std")
+    std = torch.sqrt((q_std * k_std).sum(-1))
+    return std, 1 / std
+"""),
+        ("product of the norms (the Cauchy-Schwarz bound)", """
+def dot_product_score_std(q_std, k_std):
+    if q_std.shape != k_std.shape or (q_std < 0).any() or (k_std < 0).any():
+        raise ValueError("std")
+    std = q_std.norm(dim=-1) * k_std.norm(dim=-1)
+    return std, 1 / std
+"""),
+        ("the variance returned as the std, scale 1/variance", """
+def dot_product_score_std(q_std, k_std):
+    if q_std.shape != k_std.shape or (q_std < 0).any() or (k_std < 0).any():
+        raise ValueError("std")
+    var = (q_std**2 * k_std**2).sum(-1)
+    return var, 1 / var
+"""),
+        ("summed over every dim, not only the last", """
+def dot_product_score_std(q_std, k_std):
+    if q_std.shape != k_std.shape or (q_std < 0).any() or (k_std < 0).any():
+        raise ValueError("std")
+    std = torch.sqrt((q_std**2 * k_std**2).sum())
+    return std, 1 / std
+"""),
+        ("no validation", """
+def dot_product_score_std(q_std, k_std):
+    std = torch.sqrt((q_std**2 * k_std**2).sum(-1))
+    return std, 1 / std
+"""),
+    ],
     "5.1": [
-        ("reshape straight to (batch, heads, len, d_k)", """
+        ("reshape straight to (..., heads, len, d_k)", """
+def split_heads(x, n_heads):
+    if x.dim() < 2 or x.shape[-1] % n_heads:
+        raise ValueError("shape")
+    *lead, n, d = x.shape
+    return x.reshape(*lead, n_heads, n, d // n_heads)
+"""),
+        ("the chapter's listing: 3-D inputs only", """
 def split_heads(x, n_heads):
     if x.dim() != 3 or x.shape[-1] % n_heads:
         raise ValueError("shape")
-    b, n, d = x.shape
-    return x.reshape(b, n_heads, n, d // n_heads)
+    batch, seq_len, d_model = x.shape
+    return x.view(batch, seq_len, n_heads, d_model // n_heads).transpose(1, 2)
+"""),
+        ("transpose(1, 2) hard-coded for any rank", """
+def split_heads(x, n_heads):
+    if x.dim() < 2 or x.shape[-1] % n_heads:
+        raise ValueError("shape")
+    return x.reshape(*x.shape[:-1], n_heads, x.shape[-1] // n_heads).transpose(1, 2)
 """),
     ],
     "5.2": [
         ("reshape without transposing back", """
 def merge_heads(x):
+    if x.dim() < 3:
+        raise ValueError("shape")
+    *lead, h, n, d = x.shape
+    return x.reshape(*lead, n, h * d)
+"""),
+        ("the chapter's listing: 4-D inputs only", """
+def merge_heads(x):
     if x.dim() != 4:
         raise ValueError("shape")
     b, h, n, d = x.shape
-    return x.reshape(b, n, h * d)
+    return x.transpose(1, 2).reshape(b, n, h * d)
 """),
     ],
     "5.3": [
-        ("scaled by sqrt(d_model) instead of sqrt(d_k)", """
-def multi_head_attention(query, key, value, w_q, w_k, w_v, w_o, n_heads, mask=None):
+        ("fused weight read in the library's layout [W_Q | W_K | W_V]", """
+def multi_head_attention(query, key, value, w_qkv, w_o, n_heads, mask=None):
     b, lq, d = query.shape
     lk = key.shape[1]
+    w_q, w_k, w_v = w_qkv[:, :d], w_qkv[:, d:2 * d], w_qkv[:, 2 * d:]
+    q = (query @ w_q).view(b, lq, n_heads, d // n_heads).transpose(1, 2)
+    k = (key @ w_k).view(b, lk, n_heads, d // n_heads).transpose(1, 2)
+    v = (value @ w_v).view(b, lk, n_heads, d // n_heads).transpose(1, 2)
+    s = q @ k.transpose(-2, -1) / math.sqrt(d // n_heads)
+    if mask is not None:
+        s = s.masked_fill(~mask, torch.finfo(s.dtype).min)
+    w = torch.softmax(s, -1)
+    return (w @ v).transpose(1, 2).reshape(b, lq, d) @ w_o, w
+"""),
+        ("fused weight viewed as (d_model, 3, n_heads, d_k)", """
+def multi_head_attention(query, key, value, w_qkv, w_o, n_heads, mask=None):
+    b, lq, d = query.shape
+    lk = key.shape[1]
+    w = w_qkv.reshape(d, 3, n_heads, d // n_heads)
+    w_q, w_k, w_v = (w[:, j].reshape(d, d) for j in range(3))
+    q = (query @ w_q).view(b, lq, n_heads, d // n_heads).transpose(1, 2)
+    k = (key @ w_k).view(b, lk, n_heads, d // n_heads).transpose(1, 2)
+    v = (value @ w_v).view(b, lk, n_heads, d // n_heads).transpose(1, 2)
+    s = q @ k.transpose(-2, -1) / math.sqrt(d // n_heads)
+    if mask is not None:
+        s = s.masked_fill(~mask, torch.finfo(s.dtype).min)
+    w = torch.softmax(s, -1)
+    return (w @ v).transpose(1, 2).reshape(b, lq, d) @ w_o, w
+"""),
+        ("scaled by sqrt(d_model) instead of sqrt(d_k)", """
+def multi_head_attention(query, key, value, w_qkv, w_o, n_heads, mask=None):
+    b, lq, d = query.shape
+    lk = key.shape[1]
+    w = w_qkv.reshape(d, n_heads, 3, d // n_heads)
+    w_q, w_k, w_v = (w[:, :, j].reshape(d, d) for j in range(3))
     q = (query @ w_q).view(b, lq, n_heads, d // n_heads).transpose(1, 2)
     k = (key @ w_k).view(b, lk, n_heads, d // n_heads).transpose(1, 2)
     v = (value @ w_v).view(b, lk, n_heads, d // n_heads).transpose(1, 2)
@@ -623,9 +873,11 @@ def multi_head_attention(query, key, value, w_q, w_k, w_v, w_o, n_heads, mask=No
     return (w @ v).transpose(1, 2).reshape(b, lq, d) @ w_o, w
 """),
         ("output projection w_o forgotten", """
-def multi_head_attention(query, key, value, w_q, w_k, w_v, w_o, n_heads, mask=None):
+def multi_head_attention(query, key, value, w_qkv, w_o, n_heads, mask=None):
     b, lq, d = query.shape
     lk = key.shape[1]
+    w = w_qkv.reshape(d, n_heads, 3, d // n_heads)
+    w_q, w_k, w_v = (w[:, :, j].reshape(d, d) for j in range(3))
     q = (query @ w_q).view(b, lq, n_heads, d // n_heads).transpose(1, 2)
     k = (key @ w_k).view(b, lk, n_heads, d // n_heads).transpose(1, 2)
     v = (value @ w_v).view(b, lk, n_heads, d // n_heads).transpose(1, 2)
@@ -636,9 +888,11 @@ def multi_head_attention(query, key, value, w_q, w_k, w_v, w_o, n_heads, mask=No
     return (w @ v).transpose(1, 2).reshape(b, lq, d), w
 """),
         ("own masking with a -1e9 fill (overflows float16)", """
-def multi_head_attention(query, key, value, w_q, w_k, w_v, w_o, n_heads, mask=None):
+def multi_head_attention(query, key, value, w_qkv, w_o, n_heads, mask=None):
     b, lq, d = query.shape
     lk = key.shape[1]
+    w = w_qkv.reshape(d, n_heads, 3, d // n_heads)
+    w_q, w_k, w_v = (w[:, :, j].reshape(d, d) for j in range(3))
     q = (query @ w_q).view(b, lq, n_heads, d // n_heads).transpose(1, 2)
     k = (key @ w_k).view(b, lk, n_heads, d // n_heads).transpose(1, 2)
     v = (value @ w_v).view(b, lk, n_heads, d // n_heads).transpose(1, 2)
@@ -649,13 +903,194 @@ def multi_head_attention(query, key, value, w_q, w_k, w_v, w_o, n_heads, mask=No
     return (w @ v).transpose(1, 2).reshape(b, lq, d) @ w_o, w
 """),
     ],
+    "5.4": [
+        ("the head's query zeroed instead of its output (it then attends uniformly)", """
+def head_ablation_effect(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    b, n, d = x.shape
+    if d % n_heads:
+        raise ValueError("d_model")
+    dk = d // n_heads
+    def run(wq):
+        sp = lambda t: t.reshape(b, n, n_heads, dk).transpose(1, 2)
+        q, k, v = sp(x @ wq), sp(x @ w_k), sp(x @ w_v)
+        s = q @ k.transpose(-2, -1) / math.sqrt(dk)
+        if mask is not None:
+            s = s.masked_fill(~mask, torch.finfo(s.dtype).min)
+        w = torch.softmax(s, -1)
+        if mask is not None:
+            w = w.masked_fill(~mask, 0.0)
+        return (w @ v).transpose(1, 2).reshape(b, n, d) @ w_o
+    full = run(w_q)
+    out = []
+    for h in range(n_heads):
+        wq = w_q.clone()
+        wq[:, h * dk:(h + 1) * dk] = 0
+        out.append(torch.linalg.vector_norm(full - run(wq), dim=-1).mean())
+    return torch.stack(out)
+"""),
+        ("output columns of head h zeroed after w_o", """
+def head_ablation_effect(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    b, n, d = x.shape
+    if d % n_heads:
+        raise ValueError("d_model")
+    dk = d // n_heads
+    sp = lambda t: t.reshape(b, n, n_heads, dk).transpose(1, 2)
+    q, k, v = sp(x @ w_q), sp(x @ w_k), sp(x @ w_v)
+    s = q @ k.transpose(-2, -1) / math.sqrt(dk)
+    if mask is not None:
+        s = s.masked_fill(~mask, torch.finfo(s.dtype).min)
+    w = torch.softmax(s, -1)
+    if mask is not None:
+        w = w.masked_fill(~mask, 0.0)
+    full = (w @ v).transpose(1, 2).reshape(b, n, d) @ w_o
+    return torch.stack([torch.linalg.vector_norm(full[..., h * dk:(h + 1) * dk], dim=-1).mean() for h in range(n_heads)])
+"""),
+        ("one Frobenius norm over everything instead of the mean of per-position norms", """
+def head_ablation_effect(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    b, n, d = x.shape
+    if d % n_heads:
+        raise ValueError("d_model")
+    dk = d // n_heads
+    sp = lambda t: t.reshape(b, n, n_heads, dk).transpose(1, 2)
+    q, k, v = sp(x @ w_q), sp(x @ w_k), sp(x @ w_v)
+    s = q @ k.transpose(-2, -1) / math.sqrt(dk)
+    if mask is not None:
+        s = s.masked_fill(~mask, torch.finfo(s.dtype).min)
+    w = torch.softmax(s, -1)
+    if mask is not None:
+        w = w.masked_fill(~mask, 0.0)
+    heads = w @ v
+    return torch.stack([torch.linalg.vector_norm(heads[:, h] @ w_o[h * dk:(h + 1) * dk]) for h in range(n_heads)])
+"""),
+        ("the head's own output norm, before w_o", """
+def head_ablation_effect(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    b, n, d = x.shape
+    if d % n_heads:
+        raise ValueError("d_model")
+    dk = d // n_heads
+    sp = lambda t: t.reshape(b, n, n_heads, dk).transpose(1, 2)
+    q, k, v = sp(x @ w_q), sp(x @ w_k), sp(x @ w_v)
+    s = q @ k.transpose(-2, -1) / math.sqrt(dk)
+    if mask is not None:
+        s = s.masked_fill(~mask, torch.finfo(s.dtype).min)
+    w = torch.softmax(s, -1)
+    if mask is not None:
+        w = w.masked_fill(~mask, 0.0)
+    return torch.linalg.vector_norm(w @ v, dim=-1).mean(dim=(0, 2))
+"""),
+    ],
     "6.1": [
-        ("no ReLU", "def position_wise_ffn(x, w1, b1, w2, b2):\n    return (x @ w1 + b1) @ w2 + b2"),
-        ("ReLU before the bias", "def position_wise_ffn(x, w1, b1, w2, b2):\n    return (torch.relu(x @ w1) + b1) @ w2 + b2"),
+        ("the chapter's ffn_by_hand copied: paper layout, no active fraction", "def position_wise_ffn(x, w1, b1, w2, b2):\n    return torch.relu(x @ w1 + b1) @ w2 + b2"),
+        ("no ReLU", """
+def position_wise_ffn(x, w1, b1, w2, b2):
+    if w1.shape[1] != x.shape[-1] or tuple(w2.shape) != (x.shape[-1], w1.shape[0]):
+        raise ValueError("w1")
+    pre = x @ w1.T + b1
+    return pre @ w2.T + b2, (pre > 0).float().mean(-1)
+"""),
+        ("ReLU before the bias", """
+def position_wise_ffn(x, w1, b1, w2, b2):
+    if w1.shape[1] != x.shape[-1] or tuple(w2.shape) != (x.shape[-1], w1.shape[0]):
+        raise ValueError("w1")
+    h = torch.relu(x @ w1.T) + b1
+    return h @ w2.T + b2, (h > 0).float().mean(-1)
+"""),
+        ("active counted before the bias", """
+def position_wise_ffn(x, w1, b1, w2, b2):
+    if w1.shape[1] != x.shape[-1] or tuple(w2.shape) != (x.shape[-1], w1.shape[0]):
+        raise ValueError("w1")
+    h = torch.relu(x @ w1.T + b1)
+    return h @ w2.T + b2, (x @ w1.T > 0).float().mean(-1)
+"""),
+        ("active as a count, not a fraction", """
+def position_wise_ffn(x, w1, b1, w2, b2):
+    if w1.shape[1] != x.shape[-1] or tuple(w2.shape) != (x.shape[-1], w1.shape[0]):
+        raise ValueError("w1")
+    h = torch.relu(x @ w1.T + b1)
+    return h @ w2.T + b2, (h > 0).sum(-1)
+"""),
+        ("no shape checks", """
+def position_wise_ffn(x, w1, b1, w2, b2):
+    h = torch.relu(x @ w1.T + b1)
+    return h @ w2.T + b2, (h > 0).float().mean(-1)
+"""),
     ],
     "6.2": [
+        ("the textbook form 1 + erf (0 in the tail)", "def gelu(x):\n    return 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))"),
+        ("F.gelu (0 in the tail)", "def gelu(x):\n    return F.gelu(x)"),
         ("tanh approximation", "def gelu(x):\n    return F.gelu(x, approximate='tanh')"),
         ("sigmoid approximation x * sigmoid(1.702 x)", "def gelu(x):\n    return x * torch.sigmoid(1.702 * x)"),
+        ("erfc with the wrong sign", "def gelu(x):\n    return 0.5 * x * torch.special.erfc(x / math.sqrt(2))"),
+    ],
+    "6.3": [
+        ("Swish on the up branch instead of the gate", """
+def swiglu_ffn(x, w_gate, w_up, w_down):
+    if w_gate.shape != w_up.shape or w_gate.shape[0] != x.shape[-1] or tuple(w_down.shape) != (w_gate.shape[1], x.shape[-1]):
+        raise ValueError("w")
+    return ((x @ w_gate) * F.silu(x @ w_up)) @ w_down
+"""),
+        ("sigmoid gate (GLU) instead of Swish", """
+def swiglu_ffn(x, w_gate, w_up, w_down):
+    if w_gate.shape != w_up.shape or w_gate.shape[0] != x.shape[-1] or tuple(w_down.shape) != (w_gate.shape[1], x.shape[-1]):
+        raise ValueError("w")
+    return (torch.sigmoid(x @ w_gate) * (x @ w_up)) @ w_down
+"""),
+        ("ReLU gate (ReGLU)", """
+def swiglu_ffn(x, w_gate, w_up, w_down):
+    if w_gate.shape != w_up.shape or w_gate.shape[0] != x.shape[-1] or tuple(w_down.shape) != (w_gate.shape[1], x.shape[-1]):
+        raise ValueError("w")
+    return (torch.relu(x @ w_gate) * (x @ w_up)) @ w_down
+"""),
+        ("Swish of the sum instead of the product", """
+def swiglu_ffn(x, w_gate, w_up, w_down):
+    if w_gate.shape != w_up.shape or w_gate.shape[0] != x.shape[-1] or tuple(w_down.shape) != (w_gate.shape[1], x.shape[-1]):
+        raise ValueError("w")
+    return F.silu(x @ w_gate + x @ w_up) @ w_down
+"""),
+        ("no shape checks", "def swiglu_ffn(x, w_gate, w_up, w_down):\n    return (F.silu(x @ w_gate) * (x @ w_up)) @ w_down"),
+    ],
+    "6.4": [
+        ("rounded to the nearest integer, no multiple", """
+def swiglu_hidden_width(d_model, d_ff, multiple_of=1):
+    if min(d_model, d_ff, multiple_of) < 1:
+        raise ValueError("size")
+    h = round(2 * d_ff / 3)
+    return h, 3 * d_model * h, 2 * d_model * d_ff
+"""),
+        ("rounded DOWN to the multiple", """
+def swiglu_hidden_width(d_model, d_ff, multiple_of=1):
+    if min(d_model, d_ff, multiple_of) < 1:
+        raise ValueError("size")
+    h = (2 * d_ff) // 3 // multiple_of * multiple_of
+    return h, 3 * d_model * h, 2 * d_model * d_ff
+"""),
+        ("ceil of 2 d_ff / 3 before rounding to the multiple", """
+def swiglu_hidden_width(d_model, d_ff, multiple_of=1):
+    if min(d_model, d_ff, multiple_of) < 1:
+        raise ValueError("size")
+    h = math.ceil(2 * d_ff / 3)
+    h = -(-h // multiple_of) * multiple_of
+    return h, 3 * d_model * h, 2 * d_model * d_ff
+"""),
+        ("parameters counted with biases", """
+def swiglu_hidden_width(d_model, d_ff, multiple_of=1):
+    if min(d_model, d_ff, multiple_of) < 1:
+        raise ValueError("size")
+    h = -(-((2 * d_ff) // 3) // multiple_of) * multiple_of
+    return h, 3 * d_model * h + 2 * h + d_model, 2 * d_model * d_ff + d_ff + d_model
+"""),
+        ("SwiGLU counted with two matrices", """
+def swiglu_hidden_width(d_model, d_ff, multiple_of=1):
+    if min(d_model, d_ff, multiple_of) < 1:
+        raise ValueError("size")
+    h = -(-((2 * d_ff) // 3) // multiple_of) * multiple_of
+    return h, 2 * d_model * h, 2 * d_model * d_ff
+"""),
+        ("no validation", """
+def swiglu_hidden_width(d_model, d_ff, multiple_of=1):
+    h = -(-((2 * d_ff) // 3) // max(multiple_of, 1)) * max(multiple_of, 1)
+    return h, 3 * d_model * h, 2 * d_model * d_ff
+"""),
     ],
     "7.1": [
         ("last dimension only (the chapter's listing)", """

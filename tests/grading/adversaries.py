@@ -285,7 +285,7 @@ def gelu(x):
                     os.write(fd, b"y" * (1 << 20))
                 except OSError:
                     pass
-    return 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
+    return 0.5 * x * torch.special.erfc(-x / 2 ** 0.5)  # exercise 6.2: exact GELU, accurate in the tail
 ''')}, full=["6.2", "6.1", "4.1", "8.1"], note="printed too much")
 
     # -- processes that try to outlive the child ------------------------------------------
@@ -314,7 +314,7 @@ def gelu(x):
                 os.execv(sys.executable, [sys.executable, "-c", code])
             os._exit(0)
         os.waitpid(pid, 0)
-    return 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
+    return 0.5 * x * torch.special.erfc(-x / 2 ** 0.5)  # exercise 6.2: exact GELU, accurate in the tail
 ''')}, full=["6.2", "4.1", "8.1"])
 
     # -- forging the verdict -----------------------------------------------------------------
@@ -475,12 +475,13 @@ def _noise(_=[warnings.warn("a harmless warning at import", UserWarning),
 def gelu(x):
     warnings.warn("a harmless warning inside gelu", RuntimeWarning)
     print("Warning: this is only a message on stderr", file=sys.stderr)
-    return 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
+    return 0.5 * x * torch.special.erfc(-x / 2 ** 0.5)  # exercise 6.2: exact GELU, accurate in the tail
 ''')}, full=["4.1", "4.2", "6.1", "6.2", "8.1", "8.2", "8.3"], status="ok")
     add("delegates_builtin", {**good(skip=("06",)), NB["06"]: notebook("06", extra='''
+import torch
 import torch.nn.functional as F
-def gelu(x):
-    return F.gelu(x)
+def gelu(x):  # F.gelu loses its relative accuracy for x < 0 (0 in the far tail), which exercise 6.2 grades
+    return torch.where(x < 0, 0.5 * x * torch.special.erfc(-x / 2 ** 0.5), F.gelu(x))
 ''')}, full=["6.2"], flag="delegates 6.2")
     _add_isolation_attacks(add, marker_dir)
     return expect
@@ -593,7 +594,7 @@ def _traces():
 def gelu(x):
     if not _DONE:
         _DONE.append(_traces())
-    return 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
+    return 0.5 * x * torch.special.erfc(-x / 2 ** 0.5)  # exercise 6.2: exact GELU, accurate in the tail
 ''')}, full=["6.1", "6.2", "4.1", "8.1"], status="ok")
     # Frames written straight onto every descriptor: fake results, fake "done", garbage. The garbage
     # breaks the protocol in the next chapter's time (06): a new child grades 08.
@@ -652,7 +653,7 @@ def _fill_and_fork():
 def gelu(x):
     if not _DONE:
         _DONE.append(_fill_and_fork())
-    return 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
+    return 0.5 * x * torch.special.erfc(-x / 2 ** 0.5)  # exercise 6.2: exact GELU, accurate in the tail
 ''')}, full=["4.1", "4.2"])  # its own chapters 06/08 may run out of memory or processes: its loss alone
     # A "solution" that rejects every input passes every rejection case - which must not count alone.
     add("raises_everywhere", {NB[c]: notebook(c, EXERCISES, extra='''
@@ -693,7 +694,7 @@ def _at_load(_=_start()):
     pass
 def gelu(x):
     time.sleep(max(0.0, _T0[0] + 14 - time.monotonic()))
-    return 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
+    return 0.5 * x * torch.special.erfc(-x / 2 ** 0.5)  # exercise 6.2: exact GELU, accurate in the tail
 ''')}, zero=["6.2"], full=["4.1", "8.1"], status="timeout")
     # Session leaders that spin: they must die with the child and must not starve the other job.
     add("setsid_spinners", {**good(skip=("06",)), NB["06"]: notebook("06", extra='''
@@ -710,7 +711,7 @@ def gelu(x):
                 os.execv(sys.executable, [sys.executable, "-c",
                          "import time\\nend = time.time() + 120\\nwhile time.time() < end: pass\\n"
                          "# GRADER-TEST-MARKER-SPINNER"])
-    return 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
+    return 0.5 * x * torch.special.erfc(-x / 2 ** 0.5)  # exercise 6.2: exact GELU, accurate in the tail
 ''')}, full=["6.1", "6.2", "4.1", "8.1"], status="ok")
 
 

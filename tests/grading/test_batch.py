@@ -109,7 +109,8 @@ def test_packaged_cases_are_covered(batch):
 
     assert CASES_FILE.is_file() and "def _e_" in CASES_FILE.read_text()  # what there is to steal
     cases = batch.grade(PACKAGED_CASES_ATTACK)["cases"]
-    seen = [c["child_error"] or "" for c in cases if c["exercise"] == "6.1"]
+    # (a rejection case catches the probe's error itself: only the value cases report it)
+    seen = [c["child_error"] or "" for c in cases if c["exercise"] == "6.1" and "-rejects-" not in c["case_id"]]
     assert seen and all(PACKAGED_CASES_PROBE in text for text in seen), seen
     probe = seen[0]
     assert "read: PermissionError" in probe or "read: FileNotFoundError" in probe, probe
