@@ -403,38 +403,34 @@ import math
 import torch
 
 
-def scaled_dot_product_attention(q, k, v, mask=None):
+def scaled_dot_product_attention(q, k, v, mask=None, bias=None):
     if q.size(-1) != k.size(-1):
         raise ValueError(f"q and k need the same last dimension (d_k); got {q.size(-1)} and {k.size(-1)}")
     scores = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(q.size(-1)))
-    if mask is not None:
-        scores = torch.where(mask, scores, torch.finfo(scores.dtype).min)
-    weights = torch.softmax(scores, dim=-1)
-    if mask is not None:
-        weights = torch.where(mask, weights, 0.0)
+    if bias is not None:
+        scores = scores + bias.to(scores.dtype)
+    allowed = torch.isfinite(scores) if mask is None else mask & torch.isfinite(scores)
+    scores = torch.where(allowed, scores, torch.finfo(scores.dtype).min)
+    weights = torch.where(allowed, torch.softmax(scores, dim=-1), 0.0)
     return torch.matmul(weights, v), weights
 '''
 
 _STANDIN_SPLIT_HEADS = '''
-import torch
-
-
 def split_heads(x, n_heads):
-    if x.dim() != 3:
-        raise ValueError(f"x must be (batch, seq_len, d_model); got shape {tuple(x.shape)}")
+    if x.dim() < 2:
+        raise ValueError(f"x must be (..., seq_len, d_model); got shape {tuple(x.shape)}")
     if n_heads < 1 or x.size(-1) % n_heads:
         raise ValueError(f"d_model = {x.size(-1)} is not divisible by n_heads = {n_heads}")
-    return torch.stack(x.chunk(n_heads, dim=-1), dim=1)
+    heads = x.reshape(*x.shape[:-1], n_heads, x.size(-1) // n_heads)  # (..., seq_len, n_heads, d_k)
+    return heads.transpose(-2, -3)  # (..., n_heads, seq_len, d_k)
 '''
 
 _STANDIN_MERGE_HEADS = '''
-import torch
-
-
 def merge_heads(x):
-    if x.dim() != 4:
-        raise ValueError(f"x must be (batch, n_heads, seq_len, d_k); got shape {tuple(x.shape)}")
-    return torch.cat(x.unbind(dim=1), dim=-1)
+    if x.dim() < 3:
+        raise ValueError(f"x must be (..., n_heads, seq_len, d_k); got shape {tuple(x.shape)}")
+    y = x.transpose(-2, -3)  # (..., seq_len, n_heads, d_k)
+    return y.reshape(*y.shape[:-2], y.size(-2) * y.size(-1))
 '''
 
 _STANDIN_CAUSAL_MASK = '''
