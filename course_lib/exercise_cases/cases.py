@@ -408,6 +408,11 @@ def scaled_dot_product_attention(q, k, v, mask=None, bias=None):
         raise ValueError(f"q and k need the same last dimension (d_k); got {q.size(-1)} and {k.size(-1)}")
     scores = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(q.size(-1)))
     if bias is not None:
+        if not torch.is_floating_point(bias):
+            raise ValueError(f"bias must be a floating-point tensor (a boolean belongs in mask); got {bias.dtype}")
+        fits = bias.dim() <= scores.dim() and all(b in (1, s) for b, s in zip(reversed(bias.shape), reversed(scores.shape)))
+        if not fits:
+            raise ValueError(f"bias of shape {tuple(bias.shape)} does not broadcast to the scores {tuple(scores.shape)}")
         scores = scores + bias.to(scores.dtype)
     allowed = torch.isfinite(scores) if mask is None else mask & torch.isfinite(scores)
     scores = torch.where(allowed, scores, torch.finfo(scores.dtype).min)
@@ -2236,7 +2241,8 @@ def _p_dec_mask_rejects(ns: ModuleType) -> Arrays:
 
 _add("8.3-rejects-bad-shapes", "8.3", 1, _p_dec_mask_rejects,
      lambda: {"raised_for_1d_tgt": np.array(True), "raised_for_q_len_above_tgt_len": np.array(True)},
-     "Raise ValueError naming tgt when it is not 2-D, and naming q_len when it is < 1 or > tgt_len.")
+     "Raise ValueError naming tgt when it is not 2-D, and naming q_len when it is < 1 or > tgt_len.",
+     standins={"causal_mask": _STANDIN_CAUSAL_MASK})
 
 
 # Inputs drawn per grading run (the grader salts the seed; see Draws).

@@ -53,7 +53,9 @@ def test_check_from_another_folder_names_where_it_looked(tmp_path, monkeypatch, 
 
 def test_check_runs_from_the_notebooks_folder_as_the_last_cell_does(tmp_path, monkeypatch, capsys):
     folder = _notebook_with(tmp_path, "08", {
-        "causal_mask": "if size < 1:\n    raise ValueError('size')\nreturn torch.ones(size, size, dtype=torch.bool).tril()[None, None]",
+        "causal_mask": ("if q_len < 1 or (k_len is not None and k_len < q_len):\n    raise ValueError('q_len, k_len')\n"
+                        "k_len = q_len if k_len is None else k_len\n"
+                        "return torch.ones(q_len, k_len, dtype=torch.bool).tril(k_len - q_len)[None, None]"),
     })
     monkeypatch.chdir(folder)  # Jupyter's current folder is the notebook's
     assert check.main(["08"]) == 0
@@ -72,7 +74,9 @@ def _code_cells_appended(folder: Path, chapter: str, *sources: str) -> Path:
 
 def test_a_cell_that_does_not_parse_costs_only_its_own_definitions(tmp_path, capsys):
     folder = _notebook_with(tmp_path, "08", {
-        "causal_mask": "if size < 1:\n    raise ValueError('size')\nreturn torch.ones(size, size, dtype=torch.bool).tril()[None, None]",
+        "causal_mask": ("if q_len < 1 or (k_len is not None and k_len < q_len):\n    raise ValueError('q_len, k_len')\n"
+                        "k_len = q_len if k_len is None else k_len\n"
+                        "return torch.ones(q_len, k_len, dtype=torch.bool).tril(k_len - q_len)[None, None]"),
     })
     path = _code_cells_appended(folder, "08", "scratch = [1, 2\nprint(scratch", "def helper():\n    return 1\nimport no_such_module_here")
     numbers = check.code_cell_numbers(path)
@@ -95,11 +99,14 @@ def test_an_unreadable_notebook_is_said_once(tmp_path, capsys):
 
 
 def test_a_dependent_exercise_runs_with_the_course_definition(tmp_path, capsys):
-    """8.3 calls 8.1/8.2: a wrong causal_mask costs 8.2's points only, and the message says why 8.3 still runs."""
+    """8.3 calls 8.2: a wrong causal_mask costs 8.2's points only, and the message says why 8.3 still runs."""
     folder = _notebook_with(tmp_path, "08", {
-        "padding_mask": "if tokens.dim() != 2:\n    raise ValueError('tokens')\nreturn (tokens != pad_id)[:, None, None, :]",
-        "causal_mask": "return torch.ones(size, size, dtype=torch.bool).triu()[None, None]",  # wrong: the future
-        "decoder_self_attention_mask": "return padding_mask(tgt, pad_id) & causal_mask(tgt.shape[1])",
+        "causal_mask": "k_len = q_len if k_len is None else k_len\n"
+                       "return torch.ones(q_len, k_len, dtype=torch.bool).triu()[None, None]",  # wrong: the future
+        "decoder_self_attention_mask": ("if tgt.dim() != 2:\n    raise ValueError('tgt')\n"
+                                        "q_len = tgt.shape[1] if q_len is None else q_len\n"
+                                        "if not 1 <= q_len <= tgt.shape[1]:\n    raise ValueError('q_len')\n"
+                                        "return (tgt != pad_id)[:, None, None, :] & causal_mask(q_len, tgt.shape[1])"),
     })
     points = {ex: sum(c.points for c in cases.CASES if c.exercise == ex) for ex in ("8.2", "8.3")}
     assert check.main(["8", "--notebooks", str(folder)]) == 0
@@ -114,7 +121,7 @@ def test_a_failing_dependent_case_says_it_ran_with_the_course_definition(tmp_pat
     })
     assert check.main(["8", "--notebooks", str(folder)]) == 0
     out = capsys.readouterr().out
-    assert "ran with the course's causal_mask (exercise 8.2), padding_mask (exercise 8.1) in place of yours" in out, out
+    assert "ran with the course's causal_mask (exercise 8.2) in place of yours" in out, out
 
 
 def test_standins_are_installed_only_for_their_cases_and_removed_after(tmp_path):
@@ -134,9 +141,9 @@ def test_standins_are_installed_only_for_their_cases_and_removed_after(tmp_path)
 
 
 @pytest.mark.parametrize("body, words", [
-    ("return (tokens != pad_id)[:, None, None, :].numpy()", "returned numpy.ndarray of shape ("),
-    ("return (tokens != pad_id)[:, None, None, :].tolist()", "returned list of length"),
-    ("(tokens != pad_id)", "returned None"),
+    ("return (torch.arange(seq_len) < lengths[:, None])[:, None, None, :].numpy()", "returned numpy.ndarray of shape ("),
+    ("return (torch.arange(seq_len) < lengths[:, None])[:, None, None, :].tolist()", "returned list of length"),
+    ("(torch.arange(seq_len) < lengths[:, None])", "returned None"),
 ])
 def test_return_type_rule_one_line_no_harness_frames(tmp_path, body, words):
     from course_lib.check_runner import NotebookLoader, run_case

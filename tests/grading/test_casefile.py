@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import torch
 import pytest
 
 from course_lib.check import load_cases
@@ -39,9 +40,10 @@ def test_course_cases_lose_every_expected_value(copy_source, tmp_path):
     assert all(c.expected is None and c.robust is None for c in module.CASES)
     defined = {n.name for n in ast.parse(copy_source).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     assert not any(name.startswith("_e_") for name in defined), sorted(defined)
+    assert "compare" not in defined and "def compare(" not in copy_source  # hints may use the word, not the function
     for gone in ("HAND_GREEDY", "HAND_BEAM2", "_FILTER_HAND_KEPT", "_pe_closed_form", "_rel_closed_form",
                  "_attention_reference", "_greedy_reference", "_exhaustive_reference", "_filter_reference",
-                 "compare", "_greedy_is_clear", "ResidualSublayer", "MultiheadAttention", "F.gelu", "F.layer_norm"):
+                 "_greedy_is_clear", "ResidualSublayer", "MultiheadAttention", "F.gelu", "F.layer_norm"):
         assert gone not in copy_source, gone
     assert "BEGIN SOLUTION" not in copy_source and "#" not in copy_source.split("\n", 1)[0]
 
@@ -50,8 +52,9 @@ def test_student_copy_replays_the_same_inputs(copy_source, tmp_path):
     """``produce`` of the copy, fed the reference run's recorded inputs, sees what the full module drew."""
     module = _load(copy_source, tmp_path, "student_cases_copy2")
     full = load_cases(CASES_FILE)
-    ns = type("NS", (), {"padding_mask": staticmethod(lambda tokens, pad_id: (tokens != pad_id)[:, None, None, :])})
-    case = next(c for c in full.CASES if c.id == "8.1-drawn-tokens")
+    ns = type("NS", (), {"padding_mask": staticmethod(
+        lambda lengths, seq_len: (torch.arange(seq_len)[None, :] < lengths[:, None])[:, None, None, :])})
+    case = next(c for c in full.CASES if c.id == "8.1-drawn-lengths")
     with full.drawing(full.Draws(salt="s")) as draws:
         want = case.produce(ns)
     copy = next(c for c in module.CASES if c.id == case.id)
@@ -66,6 +69,7 @@ def test_extra_cases_positional_and_keyword_forms(tmp_path):
     source = '''
 """Extra cases with the answer in three places."""
 import numpy as np
+import torch
 ANSWER = np.array([42.0])
 def _answer():
     return {"y": ANSWER}
