@@ -144,8 +144,9 @@ import threading
 import time
 import types
 import torch
-def causal_mask(size):
-    return torch.ones(size, size, dtype=torch.bool).triu()[None, None]
+def causal_mask(q_len, k_len=None):
+    k_len = q_len if k_len is None else k_len
+    return torch.ones(q_len, k_len, dtype=torch.bool).triu()[None, None]
 def _attack():
     main = sys.modules.get("__main__")
     channel_cls = getattr(main, "Channel", None)
@@ -439,10 +440,11 @@ def gelu(x):
 ''')}, zero=["4.1", "6.2"], full=["6.1", "8.1"])
     add("wrong_dtype_shape", {**good(skip=("08",)), NB["08"]: notebook("08", extra='''
 import torch
-def padding_mask(tokens, pad_id):
-    return (tokens != pad_id).float()[:, None, None, :]
-def causal_mask(size):
-    return torch.ones(size, size, dtype=torch.bool).tril()
+def padding_mask(lengths, seq_len):   # float instead of bool
+    return (torch.arange(seq_len)[None, :] < lengths[:, None]).float()[:, None, None, :]
+def causal_mask(q_len, k_len=None):   # (q_len, k_len) instead of (1, 1, q_len, k_len)
+    k_len = q_len if k_len is None else k_len
+    return torch.ones(q_len, k_len, dtype=torch.bool).tril(k_len - q_len)
 ''')}, zero=["8.1", "8.2"], full=["4.1", "6.1"])
     # a stray cell that does not parse costs only its own definitions (here: none that count)
     add("syntax_error", {**good(skip=("06",)), NB["06"]: notebook("06", extra="def gelu(x:\n    return x\n")},
@@ -452,16 +454,17 @@ def causal_mask(size):
     # dependent exercises: a right 4.2 / 8.3 on a wrong 4.1 / 8.2 keeps its points (the course's 4.1 / 8.2 stand in)
     add("dependent_on_wrong", {**good(skip=("04", "08")), NB["04"]: notebook("04", extra='''
 import torch
-def scaled_dot_product_attention(q, k, v, mask=None):   # no 1/sqrt(d_k), no rejection
-    scores = q @ k.transpose(-2, -1)
+def scaled_dot_product_attention(q, k, v, mask=None, bias=None):   # no 1/sqrt(d_k), no rejection
+    scores = q @ k.transpose(-2, -1) + (0 if bias is None else bias)
     if mask is not None:
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = torch.softmax(scores, dim=-1)
     return weights @ v, weights
 '''), NB["08"]: notebook("08", extra='''
 import torch
-def causal_mask(size):   # the future instead of the past
-    return torch.ones(size, size, dtype=torch.bool).triu()[None, None]
+def causal_mask(q_len, k_len=None):   # the future instead of the past
+    k_len = q_len if k_len is None else k_len
+    return torch.ones(q_len, k_len, dtype=torch.bool).triu()[None, None]
 ''')}, zero=["4.1", "8.2"], full=["4.2", "8.1", "8.3", "6.1", "6.2"], status="ok")
     add("standin_thief", {**good(skip=("08",)), NB["08"]: notebook("08", extra=STANDIN_THIEF)},
         zero=["8.2"], full=["8.1", "8.3", "4.1", "4.2", "6.1", "6.2"], status="ok")

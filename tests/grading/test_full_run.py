@@ -37,7 +37,7 @@ def everything(tmp_path_factory, work_tmp):
 
 def test_solutions_full_marks_every_chapter(everything):
     row = everything.rows["solutions_copy"]
-    assert everything.summary["chapters"] == [f"{c:02d}" for c in range(2, 11)]
+    assert everything.summary["chapters"] == [f"{c:02d}" for c in range(1, 12)]
     assert int(row["score"]) == everything.manifest["max_score"] > 0
     assert row["status"] == "ok" and row["flags"] == ""
 
@@ -80,7 +80,8 @@ def test_every_run_draws_new_inputs(everything, tmp_path):
         assert c["draws"].keys() == first[c["id"]]["draws"].keys()
         assert [d["sha256"] for d in c["draws"].values()] != [d["sha256"] for d in first[c["id"]]["draws"].values()], c["id"]
     fixed = [c for c in run.manifest["cases"] if not c["draws"]]
-    assert fixed and all("rejects" in c["id"] or c["chapter"] == "08" for c in fixed)
+    # fixed inputs (hand-worked tables, rejections) earn points only together with a drawn case of their exercise
+    assert fixed and {c["exercise"] for c in fixed} <= {c["exercise"] for c in drawn}
     assert int(run.rows["solutions_copy"]["score"]) == run.manifest["max_score"]
 
 
