@@ -65,7 +65,7 @@ from .grading.compare import unearned_passes
 from .grading.cli import prog_name
 from .grading.extract import code_cell_numbers, rename_cells
 
-__all__ = ["clone_root", "repository_root", "load_cases", "resolve_chapters", "default_notebooks", "split_targets",
+__all__ = ["clone_root", "repository_root", "load_cases", "resolve_chapters", "default_notebooks", "is_exercise_notebook", "chapter_functions", "split_targets",
            "run_checks", "format_report", "drawn_case_ids",
            "code_cell_numbers", "rename_cells", "static_warnings", "copy_warnings", "main", "usage_error",
            "CaseResult", "CheckRun"]
@@ -162,15 +162,38 @@ def resolve_chapters(args: list[str], notebooks: dict[str, str]) -> list[str]:
     return out
 
 
-def default_notebooks(cwd: Path, notebooks: dict[str, str], chapters: list[str] | tuple[str, ...] = ()
-                      ) -> Path | None:
-    """Where to look when no folder is named: ``cwd`` if it holds a notebook of ``chapters`` (every chapter
-    when empty), else ``cwd/exercises`` if that does, else ``None`` (never a clone's stubs elsewhere)."""
-    names = [notebooks[c] for c in chapters] if chapters else list(notebooks.values())
+def default_notebooks(cwd: Path, notebooks: dict[str, str], chapters: list[str] | tuple[str, ...] = (),
+                      exercises: dict[str, str] | None = None) -> Path | None:
+    """Where to look when no folder is named: ``cwd`` if it holds an exercise notebook of ``chapters`` (every
+    chapter when empty), else ``cwd/exercises`` if that does, else ``None`` (never a clone's stubs elsewhere).
+
+    With ``exercises`` (exercise number -> function), a notebook of the same name that is not an exercise
+    notebook (the book's chapter, in ``book/``) does not count: see :func:`is_exercise_notebook`.
+    """
+    wanted = list(chapters) if chapters else list(notebooks)
     for folder in (cwd, cwd / "exercises"):
-        if any((folder / name).is_file() for name in names):
+        if any((folder / notebooks[c]).is_file() and (exercises is None or is_exercise_notebook(
+                folder / notebooks[c], chapter_functions(exercises, c))) for c in wanted):
             return folder
     return None
+
+
+def chapter_functions(exercises: dict[str, str], chapter: str) -> list[str]:
+    """The functions of a two-digit chapter's exercises."""
+    return [f for ex, f in exercises.items() if f"{int(ex.split('.')[0]):02d}" == chapter]
+
+
+def is_exercise_notebook(path: Path, functions: list[str]) -> bool:
+    """Whether the notebook at ``path`` is an exercise notebook: a code cell runs the check command, or the code
+    defines more than half of the chapter's exercise ``functions`` (a chapter of the book, with the same file
+    name, does neither). An unreadable file counts (the check reports it)."""
+    try:
+        cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
+        code = "\n".join("".join(c.get("source", "")) for c in cells if c.get("cell_type") == "code")
+    except (OSError, ValueError, AttributeError, TypeError):
+        return True
+    defined = sum(f"def {f}(" in code for f in functions)
+    return "course_lib.check" in code or defined * 2 > len(functions)
 
 
 _CHAPTER_WORD = re.compile(r"(?:ch(?:apter)?)?0*\d+", re.I)
@@ -413,8 +436,8 @@ def run_checks(chapters: list[str], notebooks: Path, timeout_s: float | None = N
     drawn = drawn_case_ids(cases, wanted)
     unearned = unearned_passes((r.id, r.exercise, r.kind == "passed", r.id in drawn) for r in by_id.values())
     for case_id, why in unearned.items():
-        by_id[case_id].kind = "failed"
-        by_id[case_id].message = f"Exercise {by_id[case_id].exercise}, case {case_id}: {why}."
+        by_id[case_id].kind = "held"  # passed, but earns its points only with a drawn case (shown last, on one line)
+        by_id[case_id].message = f"{why}."
     run.results = list(by_id.values())
     return run
 
@@ -476,15 +499,22 @@ def format_report(run: CheckRun, exercises: dict[str, str], max_messages: int = 
             status = f"{len(rs) - len(failed)} of {len(rs)} cases pass"
         lines.append(f"  {ex:<9} {exercises.get(ex, '?'):<30} {earned:>3}/{possible:<3}  {status}")
         failed = [r for r in failed if r.kind not in ("missing", "unreadable")]  # said once per notebook, below
-        shown = [r for r in failed if r.kind != "not_implemented"][:max_messages]
-        if shown:
+        held = [r for r in failed if r.kind == "held"]
+        really = [r for r in failed if r.kind not in ("not_implemented", "held")]
+        shown = really[:max_messages]
+        if shown or held:
             details.append(f"Exercise {ex} ({exercises.get(ex, '?')}):")
             for r in shown:
                 details.append(f"  x {r.id}")
                 details.append(_indent(textwrap.dedent(_drop_heading(r.message, ex)), "    "))
-            rest = [r.id for r in failed if r.kind != "not_implemented"][max_messages:]
+            rest = [r.id for r in really][max_messages:]
             if rest:
                 details.append(f"  ... and {len(rest)} more failing case(s): {', '.join(rest)}")
+            if held:
+                kinds = sorted({r.message for r in held})
+                details.append(f"  ~ {len(held)} case(s) pass but earn their points only once a case with drawn inputs "
+                               f"passes too ({', '.join(r.id for r in held)}):")
+                details += [_indent(textwrap.fill(k, 96), "    ") for k in kinds]
     lines.append("  " + "-" * (len(header) + 14))
     lines.append(f"  {'Total':<9} {'':<30} {earned_total:>3}/{total:<3}")
     if run.missing:
@@ -553,7 +583,11 @@ def main(argv: list[str] | None = None) -> int:
             return usage_error(f"--notebooks {given!r} is not a folder")
     else:
         cwd = Path.cwd()
-        notebooks = default_notebooks(cwd, cases.NOTEBOOKS, chapters)
+        notebooks = default_notebooks(cwd, cases.NOTEBOOKS, chapters, cases.EXERCISES)
+        if notebooks is None and default_notebooks(cwd, cases.NOTEBOOKS, chapters) == cwd:
+            return usage_error(f"the notebooks in the current folder ({cwd}) are not exercise notebooks (the book's "
+                               f"chapters have the same names): run the command in the folder that holds your "
+                               f"exercise notebooks (exercises/ in the repository), or name that folder")
         if notebooks is None:
             parser.print_usage(sys.stderr)
             wanted = [cases.NOTEBOOKS[c] for c in (chapters or list(cases.NOTEBOOKS))]

@@ -550,12 +550,14 @@ def _p_flops_rejects(ns: ModuleType) -> Arrays:
         "raised_for_n_0": _raises_value_error(lambda: ns.layer_flops("rnn", 0, 8)),
         "raised_for_d_0": _raises_value_error(lambda: ns.layer_flops("attention", 4, 0)),
         "raised_for_batch_0": _raises_value_error(lambda: ns.layer_flops("lstm", 4, 8, batch=0)),
+        "raised_for_kernel_size_0": _raises_value_error(lambda: ns.layer_flops("conv", 4, 8, kernel_size=0)),
     }
 
 
 _add("1.1-rejects-bad-arguments", "1.1", 1, _p_flops_rejects,
-     lambda: {k: np.array(True) for k in ("raised_for_unknown_kind", "raised_for_n_0", "raised_for_d_0", "raised_for_batch_0")},
-     "Raise ValueError naming the argument for an unknown kind and for n, d or batch smaller than 1.")
+     lambda: {k: np.array(True) for k in ("raised_for_unknown_kind", "raised_for_n_0", "raised_for_d_0", "raised_for_batch_0",
+                                          "raised_for_kernel_size_0")},
+     "Raise ValueError naming the argument for an unknown kind and for n, d, batch or kernel_size smaller than 1.")
 
 
 def _crossover_by_enumeration(d: int, recurrent: str, projections: bool) -> int:
@@ -2262,6 +2264,24 @@ def _e_dec_mask_drawn() -> Arrays:
 
 
 _add("8.3-drawn-tokens", "8.3", 2, _p_dec_mask_drawn, _e_dec_mask_drawn, _DEC_HINT,
+     standins={"causal_mask": _STANDIN_CAUSAL_MASK})
+
+
+def _drawn_right_padded() -> torch.Tensor:
+    """(4, 7) targets padded on the right only (pad_id 0), the common case: a drawn length per row."""
+    lengths = _randint(834, 1, 8, 4)
+    tokens = _randint(835, 1, 10, 4, 7)
+    return torch.where(torch.arange(7)[None, :] < lengths[:, None], tokens, 0)
+
+
+def _p_dec_mask_right(ns: ModuleType) -> Arrays:
+    mask = ns.decoder_self_attention_mask(_drawn_right_padded(), 0)
+    return {"mask": to_array(mask, "decoder_self_attention_mask(tgt, 0)", kind="b")}
+
+
+# right padding only: an answer that gets the common case right but not left padding keeps these points
+_add("8.3-drawn-right-padded", "8.3", 2, _p_dec_mask_right,
+     lambda: {"mask": _dec_reference(_drawn_right_padded().numpy(), 0, None)}, _DEC_HINT,
      standins={"causal_mask": _STANDIN_CAUSAL_MASK})
 
 

@@ -304,6 +304,38 @@ def _keep_earlier_manifest(out_dir: Path, reusing: Path | None) -> None:
     atomic_write(out_dir / "_history" / f"manifest-{hashlib.sha256(data).hexdigest()}.json", data)
 
 
+
+def match_earlier(earlier: "EarlierReports", subs: list) -> str:
+    """Key the earlier records by what each was made from (its ``source``), not by the student id.
+
+    Ids are made from the names in the submissions folder and can change between runs (a second folder
+    ``Carol`` next to ``carol`` gives both a ``~hash`` id): a record whose source is a submission of this run
+    moves to that submission's id, so grades follow the submission and nobody is listed as missing by mistake.
+    Returns a description of the ids whose earlier record was made from another submission (empty when none):
+    merging those would hand one student's grades to another.
+    """
+    sources = earlier.summary.get("sources") if isinstance(earlier.summary.get("sources"), dict) else {}
+    by_source = {str(src): sid for sid, src in sources.items() if sid in earlier.results}
+    moved: dict[str, object] = {}
+    for sub in subs:
+        old = by_source.get(sub.source)
+        if old is not None and old != sub.student:
+            moved[sub.student] = earlier.results[old]
+            moved[sub.student].student = sub.student
+            print(f"course-grade: the earlier record of {old} ({sub.source}) is now kept under {sub.student}",
+                  file=sys.stderr)
+    for sid in {by_source[sub.source] for sub in subs if sub.student in moved}:
+        earlier.results.pop(sid, None)
+    earlier.results.update(moved)
+    kept = {sid: src for sid, src in sources.items()}
+    for sub in subs:
+        if sub.student in moved:
+            kept[sub.student] = sub.source
+    clashes = [f"{sub.student} was graded before from {kept[sub.student]!r}, now it is {sub.source!r}"
+               for sub in subs if sub.student in earlier.results and sub.student in kept
+               and str(kept[sub.student]) != sub.source]
+    return "; ".join(clashes[:5])
+
 def main(argv: list[str] | None = None) -> int:
     """Run the grading command; returns the exit status (see the module docstring).
 
@@ -381,6 +413,10 @@ def main(argv: list[str] | None = None) -> int:
                     f"Name another folder, or pass --force to replace them")
     for problem in earlier.problems:
         print(f"course-grade: --force: replacing unreadable {problem}", file=sys.stderr)
+    clash = match_earlier(earlier, subs)
+    if clash and not args.force:
+        return fail(f"--out {str(args.out)!r}: {clash}. Grade into another folder, or pass --force to replace "
+                    f"those records")
     config = GradingConfig(out_dir=out_dir, course_root=root, solutions_dir=solutions,
                            cases_files=[cases, *(p.resolve() for p in args.extra_tests)], chapters=chapters,
                            limits=limits, jobs=args.jobs, force=args.force, reference_manifest=args.reference,

@@ -118,7 +118,7 @@ def compare_arrays(key: str, got: np.ndarray, ref: np.ndarray, rtol: float, atol
     if got.dtype.kind not in _KIND_NAMES:
         return f"`{key}` has dtype {got.dtype}; expected {want}."
     if _KIND_NAMES[got.dtype.kind] != want:
-        hint = " (a mask must be a torch.bool tensor, True = may attend)" if want == "bool" else ""
+        hint = " (a torch.bool tensor: True or False in each entry)" if want == "bool" else ""
         return f"`{key}` has dtype kind {_KIND_NAMES[got.dtype.kind]}; expected {want}{hint}."
     if got.shape != ref.shape:
         msg = f"`{key}` has shape {tuple(got.shape)}; expected {tuple(ref.shape)}."

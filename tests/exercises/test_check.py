@@ -414,3 +414,29 @@ def test_version_and_usage_show_the_name_typed(monkeypatch, capsys, argv0, shown
     assert capsys.readouterr().out.strip() == f"{shown} {course_lib.__version__}"
     assert check.main(["12"]) == 2
     assert capsys.readouterr().err.startswith(f"usage: {shown} ")
+
+
+def test_the_books_chapter_is_not_taken_for_the_exercise_notebook(monkeypatch, capsys):
+    """In book/, 08_masks.ipynb is the chapter: the check stops and says so instead of grading the chapter."""
+    monkeypatch.chdir(ROOT / "book")
+    assert check.main(["08"]) == 2
+    err = capsys.readouterr().err
+    assert "not exercise notebooks" in err and "exercises/" in err, err
+    assert check.is_exercise_notebook(ROOT / "exercises" / cases.NOTEBOOKS["05"], check.chapter_functions(cases.EXERCISES, "05"))
+    assert not check.is_exercise_notebook(ROOT / "book" / cases.NOTEBOOKS["05"], check.chapter_functions(cases.EXERCISES, "05"))
+
+
+def test_a_held_pass_is_one_line_after_the_real_failures(tmp_path, capsys):
+    """Fixed-input passes that wait for a drawn case are not shown as failures and never hide the real one."""
+    folder = _notebook_with(tmp_path, "08", {  # lengths from the count of real tokens: right for right padding only
+        "decoder_self_attention_mask": ("q_len = tgt.shape[1] if q_len is None else q_len\n"
+                                        "if tgt.dim() != 2 or not 1 <= q_len <= tgt.shape[1]:\n    raise ValueError('tgt')\n"
+                                        "n = (tgt != pad_id).sum(1)\n"
+                                        "real = torch.arange(tgt.shape[1])[None, :] < n[:, None]\n"
+                                        "return real[:, None, None, :] & causal_mask(q_len, tgt.shape[1])"),
+    })
+    assert check.main(["8", "--notebooks", str(folder)]) == 0
+    out = capsys.readouterr().out
+    fix = out.split("What to fix:")[1]
+    assert "8.3-drawn-tokens" in fix and "inputs are fixed" not in fix.split("~")[0], fix
+    assert not re.search(r"8\.3\s+decoder_self_attention_mask\s+0/", out), out  # the right-padded drawn case passes

@@ -164,3 +164,26 @@ def test_unreadable_earlier_reports_stop_the_run_unless_force(regraded, tmp_path
                                        "--timeout", "30"], work_tmp=work_tmp))
     assert forced.rows["bob"]["6.1"] == ""  # his unreadable record could not be kept: 06 is not graded now
     assert forced.rows["cleo"]["status"] == "missing submission"
+
+
+def test_records_follow_the_submission_not_the_id(tmp_path, work_tmp):
+    """Ids come from the names in the folder and can change between runs: a second folder ``Carol`` next to
+    ``carol`` gives both a ``~hash`` id. carol's record follows her submission (nobody is listed as missing),
+    and a zip that now gets the id a folder had is refused rather than handed the folder's grades."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    write_folder(subs / "carol", _notebooks(SOLUTIONS, ("06",)))
+    write_folder(subs / "dan", _notebooks(SOLUTIONS, ("06",)))
+    first = load_run(out, run_grader([subs, "--out", out, "--chapters", "06", "--timeout", "30"], work_tmp=work_tmp))
+    assert first.rows["carol"]["score"] == first.rows["carol"]["max"]
+    write_folder(subs / "Carol", _notebooks(EXERCISES, ("06",)))
+    second = load_run(out, run_grader([subs, "--out", out, "--chapters", "06", "--timeout", "30"], work_tmp=work_tmp))
+    assert not second.summary.get("missing"), second.summary.get("missing")
+    mine = [r for r in second.rows.values() if r["source"] == "carol"]
+    assert len(mine) == 1 and mine[0]["score"] == mine[0]["max"], second.rows
+    # dan's folder becomes a zip of stubs: the id "dan" now names another submission
+    shutil.rmtree(subs / "dan")
+    import zipfile
+    with zipfile.ZipFile(subs / "dan.zip", "w") as z:
+        z.writestr(NB["06"], (EXERCISES / NB["06"]).read_bytes())
+    proc = run_grader([subs, "--out", out, "--chapters", "06", "--timeout", "30"], work_tmp=work_tmp)
+    assert proc.returncode == 2 and "dan was graded before from 'dan'" in proc.stderr and "--force" in proc.stderr, proc.stderr

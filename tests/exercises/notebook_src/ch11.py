@@ -105,8 +105,8 @@ where such a model gets stuck. For target sequences (one per row of `targets`, p
   position (the sentences differ in length, so `<eos>` is likelier at some positions than at
   others). It is never above $H(Y)$.
 
-Chapter 11 calls the unigram entropy the floor of a source-blind model; the second number is the
-lower floor that such a decoder can actually reach. Write `loss_floors(targets, pad_id)` for an
+Chapter 11 prints both numbers for its reverse task, from a loop over its batches; here they become
+a function for any padded batch, checked on batches the chapter never saw. Write `loss_floors(targets, pad_id)` for an
 integer tensor `targets` of shape `(batch, tgt_len)`, returning the pair
 `(unigram_entropy, position_entropy)` (floats or 0-dim tensors, nats). Raise `ValueError` (naming
 `targets`) when it is not 2-D or holds no real token.
