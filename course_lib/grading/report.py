@@ -826,6 +826,9 @@ def stamp_chapters(r: StudentResult, chapters: list[str]) -> StudentResult:
     return r
 
 
+#: most notes a merged record keeps (this run's first, then the earlier ones about the kept chapters)
+MAX_MERGED_NOTES = 40
+
 def merge_results(earlier: StudentResult | None, now: StudentResult, chapters: list[str]) -> StudentResult:
     """One student's record after grading ``chapters`` now: ``now`` for those chapters, ``earlier`` for the others.
 
@@ -860,8 +863,9 @@ def merge_results(earlier: StudentResult | None, now: StudentResult, chapters: l
         exercises=exercises, exercises_max=exercises_max, cases=cases,
         flags=list(dict.fromkeys([*now.flags, *(f for f in earlier.flags if _mentions(f, kept)
                                                 and _flag_chapter(f) not in graded)])),
+        # capped: the child's notes are student-controlled text, and regrades must not pile them up
         notes=list(dict.fromkeys([*now.notes, *(n for n in earlier.notes if _mentions(n, kept)
-                                                and not _mentions(n, graded))])),
+                                                and not _mentions(n, graded))]))[:MAX_MERGED_NOTES],
         chapter_status=chapter_status, runtime=now.runtime, stderr_tail=now.stderr_tail, graded_at=now.graded_at,
         exercise_notes={**{e: n for e, n in earlier.exercise_notes.items() if chapter_of(e) in kept},
                         **now.exercise_notes},

@@ -240,6 +240,9 @@ class _Module:
     imported: dict[str, tuple[str, int]] = field(default_factory=dict)
     stars: list[tuple[str, int]] = field(default_factory=list)
     strings: dict[str, str] = field(default_factory=dict)
+    #: name -> every ``def``/``class`` node of that name, in order: a cell that fails (and is skipped by the
+    #: grader) can leave an EARLIER definition in force, so each one is checked
+    all_defs: dict[str, list] = field(default_factory=dict)
 
 
 def _module_bindings(tree: ast.Module) -> _Module:
@@ -258,6 +261,7 @@ def _bind_top_level(module: _Module, node: ast.stmt) -> None:
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         _unbind(module, node.name)
         module.defs[node.name] = node
+        module.all_defs.setdefault(node.name, []).append(node)
     if isinstance(node, (ast.Assign, ast.AnnAssign)):
         for name, value in _bound_pairs(node):
             _unbind(module, name)
@@ -604,9 +608,11 @@ def _check_exercise(exercise: str, function: str, module: _Module, facts: dict[s
         visited.add(name)
         if name not in facts:
             facts[name] = _facts(module.defs[name], module)
-        todo += sorted(facts[name].helpers)
         via = "" if name == function else f" (through {name}())"
-        _flag_definition(exercise, function, facts[name], via, forbidden, findings)
+        for definition in module.all_defs.get(name) or [module.defs[name]]:
+            found = facts[name] if definition is module.defs[name] else _facts(definition, module)
+            todo += sorted(found.helpers)
+            _flag_definition(exercise, function, found, via, forbidden, findings)
 
 
 def _flag_definition(exercise: str, function: str, found: _Facts, via: str, forbidden: frozenset[str],

@@ -187,3 +187,13 @@ def test_records_follow_the_submission_not_the_id(tmp_path, work_tmp):
         z.writestr(NB["06"], (EXERCISES / NB["06"]).read_bytes())
     proc = run_grader([subs, "--out", out, "--chapters", "06", "--timeout", "30"], work_tmp=work_tmp)
     assert proc.returncode == 2 and "dan was graded before from 'dan'" in proc.stderr and "--force" in proc.stderr, proc.stderr
+
+
+def test_notes_do_not_pile_up_over_regrades():
+    """Notes come from the student's process: forged ones about a kept chapter must not grow with each regrade."""
+    earlier = _record("dan", [_case("1.1-a", True)], "2026-12-01 10:00 UTC", "m1",
+                      notes=[f"Chapter 01 note {i}" for i in range(report.MAX_MERGED_NOTES)])
+    now = _record("dan", [_case("8.1-a", True)], "2026-12-02 10:00 UTC", "m2",
+                  notes=[f"Chapter 01 forged {i}" for i in range(20)])
+    merged = report.merge_results(earlier, now, ["08"])
+    assert len(merged.notes) == report.MAX_MERGED_NOTES and merged.notes[0] == "Chapter 01 forged 0"

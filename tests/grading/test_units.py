@@ -552,3 +552,16 @@ def test_a_writable_mount_holding_the_package_stops_the_student_child():
     assert child_module._package_writable([f"{package.parent}: Permission denied"])
     assert not child_module._package_writable(["/nonexistent-scratch: Permission denied"])
     assert not child_module._package_writable([])
+
+
+def test_an_earlier_definition_left_in_force_by_a_failing_cell_is_checked_too():
+    """A later decoy that fails in the grader (its cell is skipped) leaves the earlier, delegating definition in
+    force: every definition of the exercise's name is checked, not only the last."""
+    from course_lib.grading.static_checks import check_source
+
+    source = ("import course_lib.masks as _cm\n"
+              "def causal_mask(q_len, k_len=None):\n    return _cm.causal_mask(q_len)\n"
+              "import os\n"
+              "def causal_mask(q_len, k_len=None, _guard=1 // (os.getuid() != 65534)):\n    return None\n")
+    flags = check_source(source, "08", {"8.2": "causal_mask"})
+    assert any(f.code == "delegates" and "course_lib.masks" in f.detail for f in flags), flags
