@@ -58,7 +58,7 @@ __all__ = ["StudentResult", "atomic_write", "write_student_files", "grades_csv",
            "feedback_markdown", "md_fence", "md_text", "plain_text", "student_dir", "STATUSES",
            "exercise_order", "details_markdown", "plain_numbers", "exercise_status", "EXERCISE_STATUSES",
            "DETAILS_FILE", "chapter_of", "EarlierReports", "load_earlier", "merge_results", "stamp_chapters",
-           "missing_row", "graded_cell", "MISSING_SUBMISSION"]
+           "missing_row", "graded_cell", "MISSING_SUBMISSION", "MAX_HISTORY", "MAX_MERGED_NOTES"]
 
 #: ``unreadable``/``missing``: a notebook could not be read / is not in the submission (the grader's, per run);
 #: ``missing submission``: graded before, not among the submissions now (a row kept by :func:`missing_row`)
