@@ -168,12 +168,14 @@ if any(int(attack.get(k, 1)) for k in exercises if k.startswith("6.")):
     failures.append(f"course-grade: the submission that reads the packaged cases scored on chapter 6: {attack}")
 if "6.1" in exercises:  # what it saw of site-packages/course_lib/exercise_cases/ (it reports in 6.1's error)
     seen = [c.get("child_error") or "" for c in json.loads((tmp / "grade-wheel" / "reads_packaged_cases" /
-                                                             "grade.json").read_text())["cases"] if c["exercise"] == "6.1"]
+                                                             "grade.json").read_text())["cases"]
+            if c["exercise"] == "6.1" and "-rejects-" not in c["case_id"]]  # a rejection case catches the probe itself
     print(f"course-grade reads_packaged_cases saw: {seen[0].splitlines()[0] if seen else None}")
     if not seen or not all("read: PermissionError" in t and "import: done" not in t for t in seen):
         failures.append(f"course-grade: the packaged cases were not covered for the child: {seen[:1]}")
     seen = [c.get("child_error") or "" for c in json.loads((tmp / "grade-both" / "reads_packaged_cases" /
-                                                             "grade.json").read_text())["cases"] if c["exercise"] == "6.1"]
+                                                             "grade.json").read_text())["cases"]
+            if c["exercise"] == "6.1" and "-rejects-" not in c["case_id"]]  # a rejection case catches the probe itself
     print(f"course-grade (two copies) reads_packaged_cases saw: {seen[0].splitlines()[0] if seen else None}")
     if not seen or any("other copy read" in t or "import: done" in t for t in seen) or not any(
             "other copy: PermissionError" in t for t in seen):
