@@ -327,7 +327,7 @@ def match_earlier(earlier: "EarlierReports", subs: list) -> str:
     for sid in {by_source[sub.source] for sub in subs if sub.student in moved}:
         earlier.results.pop(sid, None)
     earlier.results.update(moved)
-    kept = {sid: src for sid, src in sources.items()}
+    kept = dict(sources)
     for sub in subs:
         if sub.student in moved:
             kept[sub.student] = sub.source

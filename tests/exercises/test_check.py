@@ -427,16 +427,20 @@ def test_the_books_chapter_is_not_taken_for_the_exercise_notebook(monkeypatch, c
 
 
 def test_a_held_pass_is_one_line_after_the_real_failures(tmp_path, capsys):
-    """Fixed-input passes that wait for a drawn case are not shown as failures and never hide the real one."""
-    folder = _notebook_with(tmp_path, "08", {  # lengths from the count of real tokens: right for right padding only
-        "decoder_self_attention_mask": ("q_len = tgt.shape[1] if q_len is None else q_len\n"
-                                        "if tgt.dim() != 2 or not 1 <= q_len <= tgt.shape[1]:\n    raise ValueError('tgt')\n"
-                                        "n = (tgt != pad_id).sum(1)\n"
-                                        "real = torch.arange(tgt.shape[1])[None, :] < n[:, None]\n"
-                                        "return real[:, None, None, :] & causal_mask(q_len, tgt.shape[1])"),
+    """Fixed-input passes that wait for a drawn case are not shown as failures and never hide the real one:
+    an off-by-one prefix (j <= p) passes some hand-worked cases of 8.4 but no drawn one."""
+    folder = _notebook_with(tmp_path, "08", {
+        "prefix_lm_mask": ("batch, length = tokens.shape\n"
+                           "if tuple(prefix_lengths.shape) != (batch,) or bool((prefix_lengths < 0).any()) "
+                           "or bool((prefix_lengths > length).any()):\n    raise ValueError('prefix_lengths')\n"
+                           "j = torch.arange(length)\n"
+                           "in_prefix = (j[None, :] <= prefix_lengths[:, None])[:, None, None, :]  # off by one\n"
+                           "causal = (j[None, :] <= j[:, None])[None, None]\n"
+                           "return (tokens != pad_id)[:, None, None, :] & (in_prefix | causal)"),
     })
     assert check.main(["8", "--notebooks", str(folder)]) == 0
     out = capsys.readouterr().out
-    fix = out.split("What to fix:")[1]
-    assert "8.3-drawn-tokens" in fix and "inputs are fixed" not in fix.split("~")[0], fix
-    assert not re.search(r"8\.3\s+decoder_self_attention_mask\s+0/", out), out  # the right-padded drawn case passes
+    fix = out.split("What to fix:")[1].split("Exercise 8.4")[1]
+    real, _, held = fix.partition("\n  ~ ")
+    assert "x 8.4-" in real and "8.4-drawn-tokens" in real and "inputs are fixed" not in real, fix
+    assert "earn their points only once a case with drawn inputs" in held and "inputs are fixed" in held, fix
