@@ -1,0 +1,333 @@
+"""Words in figures, explorers and quizzes, for the book's Chinese edition.
+
+The book has one set of executed notebooks for both editions. Prose is
+translated by Sphinx from gettext catalogs (``locales/zh_CN/LC_MESSAGES/book``);
+what a cell *draws* cannot be: a figure is a picture. So each figure,
+explorer and quiz carries, next to its usual outputs, its Chinese version
+under one extra MIME type, :data:`MIME_TYPE`. Jupyter ignores it (it draws
+the image or HTML as always); the Chinese build of the book selects it.
+
+The Chinese words come from the catalog ``locales/zh_CN/LC_MESSAGES/outputs.po``.
+Each Chinese version also records the English strings it looked up, so that
+``scripts/i18n.py`` can list them in the catalog's template and the drift
+gate can fail on a string nobody translated.
+
+Numbers inside a label are placeholders: the label ``"head 3 of 8"`` is
+looked up as ``"head {#1} of {#2}"``, so one entry serves every value.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MIME_TYPE = "application/vnd.course.zh+json"
+"""The MIME type of an output's Chinese version: a JSON object with ``image/png`` or ``text/html``."""
+
+LANGUAGE = "zh_CN"
+DOMAIN = "outputs"
+
+_NUMBER = re.compile(r"(?<![A-Za-z_\\])\d+(?:[.,]\d+)*")
+_MATH = re.compile(r"\$[^$]*\$")
+_LETTERS = re.compile(r"[A-Za-z]{2,}")
+
+
+def default_catalog_path(language: str = LANGUAGE) -> Path:
+    """``locales/<language>/LC_MESSAGES/outputs.po`` of the clone (or under ``$COURSE_LOCALES``)."""
+    root = os.environ.get("COURSE_LOCALES")
+    base = Path(root) if root else Path(__file__).resolve().parents[1] / "locales"
+    return base / language / "LC_MESSAGES" / f"{DOMAIN}.po"
+
+
+def needs_translation(text: str) -> bool:
+    """True when ``text`` has words outside its ``$...$`` math (numbers and symbols need none)."""
+    return bool(_LETTERS.search(_MATH.sub("", text)))
+
+
+def number_pattern(text: str) -> tuple[str, list[str]]:
+    """``("head {#1} of {#2}", ["3", "8"])`` for ``"head 3 of 8"``: the numbers become placeholders."""
+    numbers: list[str] = []
+
+    def placeholder(match: re.Match) -> str:
+        numbers.append(match.group(0))
+        return "{#%d}" % len(numbers)
+
+    return _NUMBER.sub(placeholder, text), numbers
+
+
+@dataclass
+class Catalog:
+    """Translations read from one .po file: English message -> translation (fuzzy ones left out).
+
+    Every message looked up is recorded in ``used`` (the template's entries)
+    and the ones without a translation in ``missing``.
+    """
+
+    messages: dict[str, str] = field(default_factory=dict)
+    used: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, path: Path | str | None = None) -> "Catalog":
+        """Read ``path`` (default: :func:`default_catalog_path`); an absent file gives an empty catalog."""
+        path = Path(path) if path is not None else default_catalog_path()
+        if not path.exists():
+            return cls()
+        from babel.messages.pofile import read_po
+
+        with path.open("rb") as f:
+            po = read_po(f)
+        messages = {m.id: m.string for m in po if m.id and m.string and not m.fuzzy and isinstance(m.id, str)}
+        return cls(messages)
+
+    def gettext(self, text: str) -> str:
+        """The translation of ``text``, or ``text`` itself when there is none (recorded as missing)."""
+        if not isinstance(text, str) or not needs_translation(text):
+            return text
+        if text in self.messages:
+            self._note(text, False)
+            return self.messages[text]
+        pattern, numbers = number_pattern(text)
+        key = pattern if numbers else text
+        translated = self.messages.get(key)
+        self._note(key, translated is None)
+        if translated is None:
+            return text
+        for i, number in enumerate(numbers, start=1):
+            translated = translated.replace("{#%d}" % i, number)
+        return translated
+
+    def _note(self, key: str, missing: bool) -> None:
+        if key not in self.used:
+            self.used.append(key)
+        if missing and key not in self.missing:
+            self.missing.append(key)
+
+    def payload(self, **data: Any) -> dict[str, Any]:
+        """The Chinese version of an output: ``data`` plus the messages looked up."""
+        return {**data, "msgids": list(self.used)}
+
+
+# --- figures -------------------------------------------------------------------
+
+
+def _texts_of(fig) -> list:
+    from matplotlib.text import Text
+
+    return [t for t in fig.findobj(Text) if t.get_text()]
+
+
+def _tick_formatters(fig) -> list:
+    from matplotlib.category import StrCategoryFormatter
+    from matplotlib.ticker import FixedFormatter
+
+    found = []
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            formatter = axis.get_major_formatter()
+            if isinstance(formatter, (FixedFormatter, StrCategoryFormatter)):
+                found.append((axis, formatter))
+    return found
+
+
+def translated_png(fig, catalog: Catalog) -> bytes:
+    """The PNG of ``fig`` with its titles, labels, legends, notes and word ticks translated.
+
+    The figure is left as it was.
+    """
+    from IPython.core.pylabtools import print_figure
+    from matplotlib.ticker import FuncFormatter
+
+    fig.canvas.draw()  # tick labels exist only after a draw
+    originals = [(t, t.get_text()) for t in _texts_of(fig)]
+    formatters = _tick_formatters(fig)
+    try:
+        for axis, formatter in formatters:
+            axis.set_major_formatter(FuncFormatter(lambda x, pos, f=formatter: catalog.gettext(f(x, pos))))
+        for text, original in originals:
+            text.set_text(catalog.gettext(original))
+        return print_figure(fig, "png", bbox_inches="tight")
+    finally:
+        for text, original in originals:
+            text.set_text(original)
+        for axis, formatter in formatters:
+            axis.set_major_formatter(formatter)
+
+
+def figure_payload(fig, catalog: Catalog | None = None) -> dict[str, Any]:
+    """The Chinese version of a figure's output: ``{"image/png": base64, "msgids": [...]}``."""
+    from .viz import use_cjk_font
+
+    use_cjk_font()
+    catalog = Catalog.load() if catalog is None else catalog
+    png = translated_png(fig, catalog)
+    return catalog.payload(**{"image/png": base64.b64encode(png).decode("ascii")})
+
+
+def bilingual_figures(shell=None) -> None:
+    """Make every figure this notebook displays carry its Chinese version too.
+
+    Adds one formatter to IPython's display (for :data:`MIME_TYPE`); the
+    usual PNG is unchanged. Call it once, in a chapter's first cell.
+    """
+    from IPython import get_ipython
+    from IPython.core.formatters import BaseFormatter
+    from matplotlib.figure import Figure
+    from traitlets import ObjectName, Unicode
+
+    shell = shell or get_ipython()
+    if shell is None:
+        return
+    formatters = shell.display_formatter.formatters
+    if MIME_TYPE not in formatters:
+        class ChineseFormatter(BaseFormatter):
+            format_type = Unicode(MIME_TYPE)
+            print_method = ObjectName("_repr_course_zh_")
+            _return_type = (dict,)
+
+        formatters[MIME_TYPE] = ChineseFormatter(parent=shell.display_formatter)
+    formatters[MIME_TYPE].for_type(Figure, figure_payload)
+
+
+# --- explorers (Vega-Lite specs) and quizzes -----------------------------------
+
+_SPEC_TEXT_KEYS = {"title", "text", "description", "name"}
+
+
+def translate_spec(spec: Any, catalog: Catalog, *, data_columns: Sequence[str] = ("caption",)) -> Any:
+    """A copy of a Vega-Lite spec with its titles, control names and option labels translated.
+
+    Inline CSV data keeps its values except the columns ``data_columns``
+    (the captions the charts show as text).
+    """
+    if isinstance(spec, list):
+        return [translate_spec(v, catalog, data_columns=data_columns) for v in spec]
+    if not isinstance(spec, dict):
+        return spec
+    out: dict[str, Any] = {}
+    for key, value in spec.items():
+        if key in _SPEC_TEXT_KEYS and isinstance(value, str):
+            out[key] = _keep_trailing_space(value, catalog)
+        elif key == "labels" and isinstance(value, list):
+            out[key] = [catalog.gettext(v) if isinstance(v, str) else v for v in value]
+        elif key == "title" and isinstance(value, list):
+            out[key] = [catalog.gettext(v) if isinstance(v, str) else v for v in value]
+        elif key == "values" and isinstance(value, str) and spec.get("format", {}).get("type") == "csv":
+            out[key] = _translate_csv(value, catalog, data_columns)
+        else:
+            out[key] = translate_spec(value, catalog, data_columns=data_columns)
+    return out
+
+
+def _keep_trailing_space(text: str, catalog: Catalog) -> str:
+    stripped = text.rstrip()
+    return catalog.gettext(stripped) + text[len(stripped):]
+
+
+def _translate_csv(values: str, catalog: Catalog, columns: Sequence[str]) -> str:
+    import csv
+
+    rows = list(csv.reader(io.StringIO(values)))
+    if not rows:
+        return values
+    wanted = [i for i, name in enumerate(rows[0]) if name in columns]
+    if not wanted:
+        return values
+    for row in rows[1:]:
+        for i in wanted:
+            row[i] = catalog.gettext(row[i])
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(rows)
+    return buffer.getvalue()
+
+
+def translate_questions(questions: Sequence[Mapping[str, Any]], catalog: Catalog) -> list[dict[str, Any]]:
+    """A copy of jupyterquiz questions with their question, answer and feedback texts translated."""
+    out = []
+    for q in questions:
+        q2 = dict(q)
+        q2["question"] = catalog.gettext(q["question"])
+        q2["answers"] = [
+            {**a, **{k: catalog.gettext(a[k]) for k in ("answer", "feedback") if isinstance(a.get(k), str)}}
+            for a in q.get("answers", [])
+        ]
+        out.append(q2)
+    return out
+
+
+# --- catalogs: templates and the drift gate ------------------------------------
+
+
+def output_messages(notebooks: Iterable[Path]) -> list[str]:
+    """Every English string the notebooks' Chinese outputs looked up, and every figure's alt text."""
+    seen: list[str] = []
+
+    def add(text: str) -> None:
+        if text and needs_translation(text) and text not in seen:
+            seen.append(text)
+
+    for path in notebooks:
+        nb = json.loads(Path(path).read_text(encoding="utf-8"))
+        for cell in nb.get("cells", []):
+            alt = cell.get("metadata", {}).get("mystnb", {}).get("image", {}).get("alt")
+            if isinstance(alt, str):
+                add(alt)
+            for output in cell.get("outputs", []):
+                payload = output.get("data", {}).get(MIME_TYPE)
+                if isinstance(payload, dict):
+                    for msgid in payload.get("msgids", []):
+                        add(msgid)
+    return seen
+
+
+def write_pot(messages: Sequence[str], path: Path) -> None:
+    """A gettext template holding ``messages``, in order."""
+    from babel.messages.catalog import Catalog as BabelCatalog
+    from babel.messages.pofile import write_po
+
+    template = BabelCatalog(project="The Transformer, built by hand (outputs)", fuzzy=False)
+    for message in messages:
+        template.add(message)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as f:
+        write_po(f, template, width=0, omit_header=False, no_location=True)
+
+
+def catalog_problems(templates: Path, catalogs: Path) -> dict[str, dict[str, int]]:
+    """Per .po file, how many current messages are missing, untranslated or fuzzy.
+
+    ``templates`` holds the .pot files (``book/04_attention.pot``, ``outputs.pot``);
+    ``catalogs`` the matching .po files. Only files with a problem are listed.
+    """
+    from babel.messages.pofile import read_po
+
+    problems: dict[str, dict[str, int]] = {}
+    for pot in sorted(templates.rglob("*.pot")):
+        relative = pot.relative_to(templates).with_suffix(".po")
+        po_path = catalogs / relative
+        with pot.open("rb") as f:
+            wanted = [m.id for m in read_po(f) if m.id]
+        if not po_path.exists():
+            problems[str(po_path)] = {"missing (no .po file)": len(wanted)}
+            continue
+        with po_path.open("rb") as f:
+            po = read_po(f)
+        counts = {"missing": 0, "untranslated": 0, "fuzzy": 0}
+        for msgid in wanted:
+            message = po.get(msgid)
+            if message is None:
+                counts["missing"] += 1
+            elif message.fuzzy:
+                counts["fuzzy"] += 1
+            elif not message.string:
+                counts["untranslated"] += 1
+        if any(counts.values()):
+            problems[str(po_path)] = counts
+    return problems

@@ -1,0 +1,302 @@
+"""The Chinese edition's catalogs: extract, update, check, build.
+
+The prose of the book is translated through gettext catalogs, one per page,
+in ``locales/zh_CN/LC_MESSAGES/book/<page>.po``; the words drawn in figures,
+explorers and quizzes and the figures' alternative text through one more
+catalog, ``locales/zh_CN/LC_MESSAGES/outputs.po``. Code, outputs and figures
+come from the same executed notebooks for both editions.
+
+Usage (from the repository root, with the course's Python):
+
+    python scripts/i18n.py update   # after editing English text: refresh the .po files
+    python scripts/i18n.py check    # the drift gate: fails on untranslated or fuzzy entries
+    python scripts/i18n.py stat     # counts per file
+    python scripts/i18n.py build    # the Chinese book at _build/html/zh (after the English build)
+
+``update`` extracts the messages (a gettext build of the book without
+executing it, plus the output strings recorded in the notebooks) into
+``_build/gettext`` and merges them into the .po files with ``sphinx-intl``:
+new entries are empty, changed ones are marked fuzzy. Translate them (an
+editor such as Poedit, or by hand), remove the ``#, fuzzy`` flags, and run
+``check``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LANGUAGE = "zh_CN"
+LOCALES = ROOT / "locales"
+CATALOGS = LOCALES / LANGUAGE / "LC_MESSAGES"
+OUTPUTS_DOMAIN = "outputs"
+ZH_DIR = "zh"  # the Chinese edition is at _build/html/zh/
+
+sys.path.insert(0, str(ROOT))
+
+
+def _bin(name: str) -> str:
+    return str(Path(sys.executable).with_name(name))
+
+
+def _book_config(kind: str) -> dict:
+    """_config.yml with absolute paths, for a build whose config file is elsewhere."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    sphinx = config.setdefault("sphinx", {})
+    sphinx["local_extensions"] = {k: str(ROOT / v) for k, v in sphinx.get("local_extensions", {}).items()}
+    cfg = sphinx.setdefault("config", {})
+    cfg["html_static_path"] = [str(ROOT / p) for p in cfg.get("html_static_path", [])]
+    if kind == "gettext":
+        config["execute"]["execute_notebooks"] = "off"
+        cfg.pop("html_static_path", None)  # (not needed, and the vendored JavaScript may be absent)
+    elif kind in ("zh", "zh-preview"):
+        if kind == "zh":
+            config["execute"]["execute_notebooks"] = "cache"
+            config["execute"]["execute_cache_path"] = str(ROOT / "_build" / ".jupyter_cache")
+        else:  # the committed outputs, nothing executed: a quick look at the translations
+            config["execute"]["execute_notebooks"] = "off"
+        config["title"] = "亲手构建 Transformer"
+        cfg["language"] = LANGUAGE
+        cfg["locale_dirs"] = [str(LOCALES)]
+        overrides = cfg.setdefault("nb_mime_priority_overrides", [])
+        from course_lib.i18n import MIME_TYPE
+
+        overrides.append(["html", MIME_TYPE, 1])
+        theme = cfg.setdefault("html_theme_options", {})
+        theme["search_bar_text"] = "搜索本书……"
+    return config
+
+
+def _write_config(kind: str, folder: Path) -> Path:
+    import yaml
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "_config.yml"
+    path.write_text(yaml.safe_dump(_book_config(kind), allow_unicode=True, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def extract(out: Path) -> Path:
+    """Write the .pot templates (pages and outputs) into ``out``; return it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        config = _write_config("gettext", Path(tmp))
+        build = Path(tmp) / "build"
+        proc = subprocess.run(
+            [_bin("jupyter-book"), "build", str(ROOT), "--config", str(config), "--path-output", str(build),
+             "--builder", "custom", "--custom-builder", "gettext", "-W", "--keep-going"],
+            capture_output=True, text=True)
+        if proc.returncode != 0:
+            sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
+            raise SystemExit("the gettext build of the book failed (see above)")
+        if out.exists():
+            shutil.rmtree(out)
+        shutil.copytree(build / "_build" / "gettext", out)
+    from course_lib.i18n import output_messages, write_pot
+
+    write_pot(output_messages(sorted((ROOT / "book").glob("*.ipynb"))), out / f"{OUTPUTS_DOMAIN}.pot")
+    return out
+
+
+def update() -> None:
+    pot = extract(ROOT / "_build" / "gettext")
+    subprocess.run([_bin("sphinx-intl"), "update", "-p", str(pot), "-d", str(LOCALES), "-l", LANGUAGE,
+                    "--line-width", "-1", "--no-obsolete"], check=True)
+    print(f"Updated the catalogs in {CATALOGS.relative_to(ROOT)}; translate the new and fuzzy entries, "
+          "then run: python scripts/i18n.py check")
+
+
+def check() -> int:
+    """The drift gate: every current message has a translation that is not fuzzy."""
+    from course_lib.i18n import catalog_problems
+
+    with tempfile.TemporaryDirectory() as tmp:
+        pot = extract(Path(tmp) / "gettext")
+        problems = catalog_problems(pot, CATALOGS)
+    if not problems:
+        print(f"All catalogs in {CATALOGS.relative_to(ROOT)} are complete: no untranslated or fuzzy entry.")
+        return 0
+    print("The Chinese edition is out of date with the English text:")
+    for path, counts in problems.items():
+        print(f"  {path}: " + ", ".join(f"{n} {what}" for what, n in counts.items() if n))
+    print("To fix: python scripts/i18n.py update   (merges the new English text into the .po files),\n"
+          "then translate the empty entries and the ones marked '#, fuzzy' (remove the flag), and check again.")
+    return 1
+
+
+def stat() -> None:
+    subprocess.run([_bin("sphinx-intl"), "stat", "-d", str(LOCALES), "-l", LANGUAGE], check=True)
+
+
+def build() -> None:
+    """The Chinese book at _build/html/zh, from the English build's execution cache."""
+    html = ROOT / "_build" / "html"
+    if not (ROOT / "_build" / ".jupyter_cache").exists():
+        raise SystemExit("build the English book first (make book): the Chinese one reuses its executed notebooks")
+    with tempfile.TemporaryDirectory() as tmp:
+        config = _write_config("zh", Path(tmp))
+        build_dir = ROOT / "_build" / "zh_build"
+        cmd = [_bin("jupyter-book"), "build", str(ROOT), "--config", str(config), "--path-output", str(build_dir),
+               "-W", "--keep-going"]
+        env = dict(os.environ, COURSE_BOOK_LANGUAGE=LANGUAGE)
+        subprocess.run(cmd, check=True, env=env)
+    target = html / ZH_DIR
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.move(str(build_dir / "_build" / "html"), target)
+    shutil.rmtree(build_dir, ignore_errors=True)
+    print(f"Chinese edition: {target.relative_to(ROOT)}/index.html")
+
+
+# --- the term base: the glossary's Chinese column --------------------------------
+
+TERMS_FILE = LOCALES / LANGUAGE / "terms.yml"
+
+
+def glossary_terms() -> list[tuple[str, list[str]]]:
+    """(English term, accepted Chinese forms) for each term of book/glossary.md's table.
+
+    "causal mask (look-ahead mask) | 因果掩码（前瞻掩码）" gives two English terms,
+    each accepting 因果掩码（前瞻掩码）, 因果掩码 and 前瞻掩码; "Post-LN / Pre-LN |
+    后置层归一化 / 前置层归一化" pairs the halves; an ASCII name inside the
+    Chinese one (BLEU in "BLEU 分数") is accepted too.
+    """
+    import re
+
+    terms: list[tuple[str, list[str]]] = []
+    for line in (ROOT / "book" / "glossary.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 4 or cells[0] in ("English", "") or set(cells[0]) <= set("-"):
+            continue
+        english, chinese = cells[0], cells[1]
+        en_parts, zh_parts = english.split(" / "), chinese.split(" / ")
+        pairs = list(zip(en_parts, zh_parts)) if len(en_parts) == len(zh_parts) else [(english, chinese)]
+        for en, zh in pairs:
+            forms = {zh}
+            head, _, rest = zh.partition("（")
+            forms.add(head.strip())
+            if rest:
+                forms.add(rest.rstrip("）").strip())
+            forms.update(t for t in re.findall(r"[A-Za-z][A-Za-z0-9^_-]+", zh) if len(t) >= 2)
+            en_head, _, en_rest = en.partition(" (")
+            names = [en_head.strip()] + ([en_rest.rstrip(")").strip()] if en_rest else [])
+            for name in names:
+                terms.append((name, sorted(f for f in forms if f)))
+    return terms
+
+
+def _prose_only(text: str) -> str:
+    """``text`` without inline code, math, roles' targets and link addresses."""
+    import re
+
+    text = re.sub(r"\{[a-z:]+\}`[^`]*`", " ", text)
+    text = re.sub(r"`[^`]*`", " ", text)
+    text = re.sub(r"\$\$.*?\$\$|\$[^$]*\$", " ", text, flags=re.S)
+    text = re.sub(r"\]\([^)]*\)", "]", text)
+    return text
+
+
+def _term_regex(term: str):
+    import re
+
+    body = re.escape(term).replace(r"\ ", r"[\s-]+")
+    plural = r"(?:s|es)?" if not term.endswith("y") else r"(?:s|es)?|" + re.escape(term[:-1]) + "ies"
+    flags = 0 if any(c.isupper() for c in term) else re.I
+    return re.compile(r"(?<![A-Za-z0-9_-])(?:" + body + plural + r")(?![A-Za-z0-9_])", flags)
+
+
+def term_problems(catalogs: Path = CATALOGS) -> tuple[list[str], list[str]]:
+    """(problems, stale exceptions): entries whose English uses a glossary term
+    and whose Chinese uses none of its accepted forms.
+
+    ``locales/zh_CN/terms.yml`` lists ``alternatives`` (term: more accepted
+    Chinese forms) and ``exceptions`` (term, file, a piece of the English
+    message, why: the term is used in another sense there). An exception that
+    matches nothing is reported as stale.
+    """
+    import yaml
+    from babel.messages.pofile import read_po
+
+    rules = yaml.safe_load(TERMS_FILE.read_text(encoding="utf-8")) if TERMS_FILE.exists() else {}
+    alternatives = {k: list(v) for k, v in (rules.get("alternatives") or {}).items()}
+    exceptions = list(rules.get("exceptions") or [])
+    used = [False] * len(exceptions)
+    terms = [(t, forms + alternatives.get(t, []), _term_regex(t)) for t, forms in glossary_terms()]
+    term_cells = {t for t, _ in glossary_terms()}
+    problems: list[str] = []
+    for po_path in sorted((catalogs / "book").glob("*.po")):
+        with po_path.open("rb") as f:
+            po = read_po(f)
+        name = po_path.name
+        for message in po:
+            if not message.id or not message.string or message.fuzzy:
+                continue
+            english = message.id
+            if name == "glossary.po" and (english in term_cells or english.split(" (")[0] in term_cells
+                                          or " / " in english and english.split(" / ")[0] in term_cells):
+                continue  # the table's English column stays English
+            prose = _prose_only(english)
+            for term, forms, regex in terms:
+                if not regex.search(prose) or any(f in message.string for f in forms):
+                    continue
+                hit = [i for i, e in enumerate(exceptions)
+                       if e.get("term") == term and e.get("file") in (name, "*") and str(e.get("contains", "")) in english]
+                if hit:
+                    for i in hit:
+                        used[i] = True
+                    continue
+                problems.append(f"{name}: {term!r} -> expected one of {forms} in the translation of: "
+                                f"{english[:100]!r}")
+    stale = [f"{e}" for e, u in zip(exceptions, used) if not u]
+    return problems, stale
+
+
+def preview(out: Path) -> int:
+    """The Chinese book from the committed outputs (nothing executed) at ``out``: to check translations."""
+    with tempfile.TemporaryDirectory() as tmp:
+        config = _write_config("zh-preview", Path(tmp))
+        cmd = [_bin("jupyter-book"), "build", str(ROOT), "--config", str(config), "--path-output", str(out),
+               "-W", "--keep-going"]
+        rc = subprocess.run(cmd).returncode
+    print(f"Chinese preview: {out}/_build/html/index.html (exit {rc})")
+    return rc
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=("update", "check", "stat", "build", "extract", "terms", "preview"))
+    parser.add_argument("--out", type=Path, default=ROOT / "_build" / "gettext", help="extract: where the .pot files go; preview: the output folder")
+    args = parser.parse_args(argv)
+    if args.command == "update":
+        update()
+    elif args.command == "check":
+        return check()
+    elif args.command == "stat":
+        stat()
+    elif args.command == "build":
+        build()
+    elif args.command == "preview":
+        return preview(args.out if args.out != ROOT / "_build" / "gettext" else ROOT / "_build" / "zh_preview")
+    elif args.command == "terms":
+        problems, stale = term_problems()
+        for p in problems:
+            print(p)
+        for e in stale:
+            print(f"stale exception in {TERMS_FILE.relative_to(ROOT)}: {e}")
+        print(f"{len(problems)} term problems, {len(stale)} stale exceptions")
+        return 1 if problems or stale else 0
+    else:
+        print(extract(args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
