@@ -1,5 +1,5 @@
 # Two commands do all set-up on a fresh machine (see README.md):
-#   make book   - create/reuse .venv, install, build the HTML book (clean, strict)
+#   make book   - create/reuse .venv, install, build the HTML book (clean, strict), English and Chinese
 #   make test   - create/reuse .venv, install, run every test (library, notebooks, book build)
 # Both need python3 (>= 3.10); `make book` also needs node/npm (for the offline JavaScript).
 #   make lab    - JupyterLab with the course's environment (students: chapters and exercises)
@@ -33,7 +33,8 @@ book: $(STAMP)
 	$(TIMED) "vendor offline JavaScript" scripts/vendor_js.sh
 	rm -rf _build
 	$(TIMED) "book build (clean, strict)" $(VENV)/bin/jupyter-book build . -W --keep-going
-	@echo "Open _build/html/index.html"
+	$(TIMED) "Chinese edition (same executed notebooks, strict)" $(PY) scripts/i18n.py build
+	@echo "Open _build/html/index.html (English) or _build/html/zh/index.html (中文)"
 
 test-lib: $(STAMP)
 	$(TIMED) "library tests" $(PY) -m pytest tests/lib -q

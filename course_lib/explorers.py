@@ -234,8 +234,6 @@ def heatmap_explorer(
     import altair as alt
 
     _check_records(records, controls, [x, y, value])
-    n_x = len(dict.fromkeys(r[x] for r in records))
-    n_y = len(dict.fromkeys(r[y] for r in records))
     x_order = list(dict.fromkeys(r[x] for r in records))
     y_order = list(dict.fromkeys(r[y] for r in records))
     scale = alt.Scale(scheme="viridis", domain=list(domain)) if domain else alt.Scale(scheme="viridis")
@@ -252,9 +250,17 @@ def heatmap_explorer(
                                 alt.value("black"), alt.value("white")),
         )
         chart = chart + text
-    width = max(120, cell_size * n_x)
-    chart = chart.properties(width=width, height=max(120, cell_size * n_y))
-    return _with_controls(chart, controls, captions, width)
+    # Each cell is cell_size pixels in every state: the map's size follows the state's own rows and columns.
+    chart = chart.properties(width=alt.Step(cell_size), height=alt.Step(cell_size))
+    return _with_controls(chart, controls, captions, max(120, cell_size * _most_per_state(records, controls, x)))
+
+
+def _most_per_state(records: Sequence[Mapping[str, Any]], controls: Sequence[Control], field: str) -> int:
+    """The largest number of distinct ``field`` values in one state (one setting of the controls)."""
+    states: dict[tuple, set] = {}
+    for r in records:
+        states.setdefault(tuple(r.get(c.field) for c in controls), set()).add(r[field])
+    return max(len(v) for v in states.values())
 
 
 def _midpoint(records: Sequence[Mapping[str, Any]], value: str, domain: tuple[float, float] | None) -> float:
@@ -381,33 +387,45 @@ def _layer(records: Sequence[Mapping[str, Any]], controls: Sequence[Control], fi
 
 
 def explorer_bundle(chart, description: str) -> dict[str, Any]:
-    """The MIME bundle of an explorer: Vega-Lite for notebooks, HTML for the web book, text.
+    """The MIME bundle of an explorer: Vega-Lite for notebooks, HTML for the web book, text,
+    and the Chinese version for the book's Chinese edition (``course_lib.i18n``).
 
     The HTML calls ``vegaEmbed`` from the page's own scripts (the book loads
-    Vega from ``_static/vendor/vega/``; see ``book/_ext/vega_assets.py``) and
+    Vega from ``_static/vendor/vega/``; see ``book/_ext/page_assets.py``) and
     says what is missing if they are not there; it never fetches anything.
     """
+    from . import i18n
+
     if not isinstance(description, str) or not description.strip():
         raise ValueError("description must be a non-empty str (what the explorer shows, for readers without it)")
     spec = chart.to_dict()
+    catalog = i18n.Catalog.load()
+    zh_html = _explorer_html(i18n.translate_spec(spec, catalog), catalog.gettext(description),
+                             catalog.gettext("interactive chart: it needs JavaScript"),
+                             catalog.gettext("The chart could not be drawn:"))
+    return {
+        "application/vnd.vegalite.v5+json": spec,
+        "text/html": _explorer_html(spec, description, "interactive chart: it needs JavaScript",
+                                    "The chart could not be drawn:"),
+        "text/plain": f"<explorer: {description}>",
+        i18n.MIME_TYPE: catalog.payload(**{"text/html": zh_html}),
+    }
+
+
+def _explorer_html(spec: dict[str, Any], description: str, needs_js: str, failed: str) -> str:
     element = f"course-explorer-{uuid.uuid4().hex[:12]}"
     spec_json = json.dumps(spec, separators=(",", ":")).replace("</", "<\\/")
-    html = (
+    return (
         f'<div class="course-explorer" id="{element}" role="figure" aria-label="{_attr(description)}">'
-        f'<p class="course-explorer-fallback">{_text(description)} (interactive chart: it needs JavaScript)</p></div>\n'
+        f'<p class="course-explorer-fallback">{_text(description)} ({_text(needs_js)})</p></div>\n'
         f'<script type="text/javascript">(function () {{\n'
         f'  var el = document.getElementById("{element}");\n'
         f'  if (typeof vegaEmbed !== "function") {{ return; }}\n'
         f'  el.textContent = "";\n'
         f'  vegaEmbed(el, {spec_json}, {{"actions": false, "renderer": "svg"}})\n'
-        f'    .catch(function (err) {{ el.textContent = "The chart could not be drawn: " + err; }});\n'
+        f'    .catch(function (err) {{ el.textContent = {json.dumps(failed + " ")} + err; }});\n'
         f"}})();</script>"
     )
-    return {
-        "application/vnd.vegalite.v5+json": spec,
-        "text/html": html,
-        "text/plain": f"<explorer: {description}>",
-    }
 
 
 def _attr(text: str) -> str:

@@ -34,7 +34,7 @@ MIME_TYPE = "application/vnd.course.zh+json"
 LANGUAGE = "zh_CN"
 DOMAIN = "outputs"
 
-_NUMBER = re.compile(r"(?<![A-Za-z_\\])\d+(?:[.,]\d+)*")
+_NUMBER = re.compile(r"(?<![A-Za-z0-9_\\])-?\d+(?:[.,]\d+)*")
 _MATH = re.compile(r"\$[^$]*\$")
 _LETTERS = re.compile(r"[A-Za-z]{2,}")
 
@@ -145,27 +145,38 @@ def translated_png(fig, catalog: Catalog) -> bytes:
     from IPython.core.pylabtools import print_figure
     from matplotlib.ticker import FuncFormatter
 
+    from .viz import use_cjk_font
+
+    family = use_cjk_font()  # the bundled Chinese font, as the chapters' own Chinese labels use
     fig.canvas.draw()  # tick labels exist only after a draw
-    originals = [(t, t.get_text()) for t in _texts_of(fig)]
+    originals = [(t, t.get_text(), t.get_fontfamily()) for t in _texts_of(fig)]
     formatters = _tick_formatters(fig)
     try:
         for axis, formatter in formatters:
             axis.set_major_formatter(FuncFormatter(lambda x, pos, f=formatter: catalog.gettext(f(x, pos))))
-        for text, original in originals:
+        for text, original, families in originals:
             text.set_text(catalog.gettext(original))
+        for text in _all_texts(fig):  # a text keeps the fonts it was made with: add the Chinese one
+            families = list(text.get_fontfamily())
+            if family not in families:
+                text.set_fontfamily(families + [family])
         return print_figure(fig, "png", bbox_inches="tight")
     finally:
-        for text, original in originals:
+        for text, original, families in originals:
             text.set_text(original)
+            text.set_fontfamily(families)
         for axis, formatter in formatters:
             axis.set_major_formatter(formatter)
 
 
+def _all_texts(fig) -> list:
+    from matplotlib.text import Text
+
+    return list(fig.findobj(Text))
+
+
 def figure_payload(fig, catalog: Catalog | None = None) -> dict[str, Any]:
     """The Chinese version of a figure's output: ``{"image/png": base64, "msgids": [...]}``."""
-    from .viz import use_cjk_font
-
-    use_cjk_font()
     catalog = Catalog.load() if catalog is None else catalog
     png = translated_png(fig, catalog)
     return catalog.payload(**{"image/png": base64.b64encode(png).decode("ascii")})
@@ -198,22 +209,24 @@ def bilingual_figures(shell=None) -> None:
 
 # --- explorers (Vega-Lite specs) and quizzes -----------------------------------
 
-_SPEC_TEXT_KEYS = {"title", "text", "description", "name"}
+_SPEC_TEXT_KEYS = {"title", "text", "description"}
 
 
-def translate_spec(spec: Any, catalog: Catalog, *, data_columns: Sequence[str] = ("caption",)) -> Any:
+def translate_spec(spec: Any, catalog: Catalog, *, data_columns: Sequence[str] = ("caption",),
+                   _in_bind: bool = False) -> Any:
     """A copy of a Vega-Lite spec with its titles, control names and option labels translated.
 
     Inline CSV data keeps its values except the columns ``data_columns``
-    (the captions the charts show as text).
+    (the captions the charts show as text); names of parameters and fields
+    are identifiers and stay as they are.
     """
     if isinstance(spec, list):
-        return [translate_spec(v, catalog, data_columns=data_columns) for v in spec]
+        return [translate_spec(v, catalog, data_columns=data_columns, _in_bind=_in_bind) for v in spec]
     if not isinstance(spec, dict):
         return spec
     out: dict[str, Any] = {}
     for key, value in spec.items():
-        if key in _SPEC_TEXT_KEYS and isinstance(value, str):
+        if (key in _SPEC_TEXT_KEYS or key == "name" and _in_bind) and isinstance(value, str):
             out[key] = _keep_trailing_space(value, catalog)
         elif key == "labels" and isinstance(value, list):
             out[key] = [catalog.gettext(v) if isinstance(v, str) else v for v in value]
@@ -222,7 +235,7 @@ def translate_spec(spec: Any, catalog: Catalog, *, data_columns: Sequence[str] =
         elif key == "values" and isinstance(value, str) and spec.get("format", {}).get("type") == "csv":
             out[key] = _translate_csv(value, catalog, data_columns)
         else:
-            out[key] = translate_spec(value, catalog, data_columns=data_columns)
+            out[key] = translate_spec(value, catalog, data_columns=data_columns, _in_bind=key == "bind")
     return out
 
 
@@ -331,3 +344,49 @@ def catalog_problems(templates: Path, catalogs: Path) -> dict[str, dict[str, int
         if any(counts.values()):
             problems[str(po_path)] = counts
     return problems
+
+
+# --- the book: MyST-NB renders the Chinese version in the Chinese build --------
+
+
+def _build_language(renderer) -> str | None:
+    try:
+        return renderer.renderer.sphinx_env.config.language
+    except AttributeError:
+        return None
+
+
+class BookRenderer:
+    """MyST-NB plugin (entry point ``myst_nb.mime_renderers``): an output's Chinese version.
+
+    In a build whose ``language`` is ``zh_CN`` the Chinese build's
+    ``nb_mime_priority_overrides`` put :data:`MIME_TYPE` first, and this
+    plugin draws its image (with the alternative text translated) or its
+    HTML. In other builds it renders nothing, so the usual image is chosen.
+    """
+
+    mime_priority_overrides: Sequence[tuple[str, str, int | None]] = ()
+
+    @staticmethod
+    def handle_mime(renderer, data, inline: bool):
+        if data.mime_type != MIME_TYPE:
+            return None
+        if _build_language(renderer) != LANGUAGE or not isinstance(data.content, dict):
+            return []
+        from myst_nb.core.render import MimeData
+
+        payload = data.content
+        for mime_type in ("image/png", "text/html"):
+            if mime_type in payload:
+                inner = MimeData(mime_type, payload[mime_type], cell_metadata=data.cell_metadata,
+                                 output_metadata=data.output_metadata, cell_index=data.cell_index,
+                                 output_index=data.output_index, line=data.line)
+                if mime_type == "text/html":
+                    return renderer.render_text_html(inner)
+                nodes = renderer.render_image(inner)
+                catalog = Catalog.load()
+                for node in nodes:
+                    if node.get("alt"):
+                        node["alt"] = catalog.gettext(node["alt"])
+                return nodes
+        return []

@@ -134,20 +134,46 @@ def _json_for_script(data: object) -> str:
 
 
 def quiz_bundles(questions: Sequence[dict[str, Any]], *, shuffle_answers: bool = True,
-                 max_width: int = 720) -> tuple[dict[str, str], dict[str, str]]:
+                 max_width: int = 720) -> tuple[dict[str, Any], dict[str, str]]:
     """The two MIME bundles :func:`show_quiz` displays: (HTML for the book, JavaScript for Jupyter).
 
-    The container's id is derived from the questions (no random state), so
-    re-running a chapter gives the same output.
+    The HTML bundle also holds the quiz in Chinese for the book's Chinese
+    edition (``course_lib.i18n``). The container's id is derived from the
+    questions (no random state), so re-running a chapter gives the same output.
     """
     from jupyterquiz.dynamic.loader import load_questions_script
-    from jupyterquiz.dynamic.renderer import build_script, build_styles, render_div
+    from jupyterquiz.dynamic.renderer import build_script
+
+    from . import i18n
 
     questions = _check_questions(questions)
     if not isinstance(shuffle_answers, bool):
         raise ValueError(f"shuffle_answers must be a bool, got {shuffle_answers!r}")
     data = _json_for_script(questions)
     div_id = "courseQuiz" + hashlib.sha1(data.encode()).hexdigest()[:12]
+    n = len(questions)
+    html = _quiz_html(div_id, data, shuffle_answers, max_width, "Concept check",
+                      f"Concept check: {n} question{'s' if n != 1 else ''}. "
+                      "Run this cell in Jupyter, or read the web book, to answer them.")
+    catalog = i18n.Catalog.load()
+    zh_html = _quiz_html(div_id, _json_for_script(i18n.translate_questions(questions, catalog)), shuffle_answers,
+                         max_width, catalog.gettext("Concept check"),
+                         catalog.gettext(f"Concept check: {n} question{'s' if n != 1 else ''}. "
+                                         "Run this cell in Jupyter, or read the web book, to answer them."))
+    prefix, static, url = load_questions_script(questions, div_id)
+    script = (
+        f"{JS_MARKER}\n"
+        f'document.querySelectorAll("#{div_id} .course-quiz-fallback").forEach(function (e) {{ e.remove(); }});\n'
+        + build_script(prefix, static, url, div_id, True)
+    )
+    text = f"<concept check: {n} question{'s' if n != 1 else ''}>"
+    html_bundle = {"text/html": html, "text/plain": text, i18n.MIME_TYPE: catalog.payload(**{"text/html": zh_html})}
+    return html_bundle, {"application/javascript": script}
+
+
+def _quiz_html(div_id: str, data: str, shuffle_answers: bool, max_width: int, label: str, fallback: str) -> str:
+    from jupyterquiz.dynamic.renderer import build_styles, render_div
+
     # jupyterquiz's default palette, in the book's blue; white text on the coloured box.
     color_dict = {
         "--jq-multiple-choice-bg": "#2f4b7c", "--jq-mc-button-bg": "#fafafa",
@@ -158,26 +184,16 @@ def quiz_bundles(questions: Sequence[dict[str, Any]], *, shuffle_answers: bool =
         "--jq-incorrect-color": "#b00020", "--jq-correct-color": "#00701a",
         "--jq-text-color": "#fafafa", "--jq-link-color": "#9abafa",
     }
-    n = len(questions)
     container = render_div(div_id, False, shuffle_answers, False, 1_000_000, max_width, 10, "left")
-    container = container.replace("<div ", f'<div class="{QUIZ_CLASS}" role="group" aria-label="Concept check" ', 1)
-    html = (
-        f"{container}<p class=\"course-quiz-fallback\">Concept check: {n} question{'s' if n != 1 else ''}. "
-        "Run this cell in Jupyter, or read the web book, to answer them.</p></div>\n"
+    container = container.replace("<div ", f'<div class="{QUIZ_CLASS}" role="group" aria-label="{label}" ', 1)
+    return (
+        f"{container}<p class=\"course-quiz-fallback\">{fallback}</p></div>\n"
         f"{build_styles(div_id, color_dict)}\n"
         f'<script type="text/javascript">(function () {{\n'
         f'  if (typeof courseQuiz === "undefined") {{ return; }}\n'
         f'  courseQuiz.show("{div_id}", {data});\n'
         f"}})();</script>"
     )
-    prefix, static, url = load_questions_script(questions, div_id)
-    script = (
-        f"{JS_MARKER}\n"
-        f'document.querySelectorAll("#{div_id} .course-quiz-fallback").forEach(function (e) {{ e.remove(); }});\n'
-        + build_script(prefix, static, url, div_id, True)
-    )
-    text = f"<concept check: {n} question{'s' if n != 1 else ''}>"
-    return {"text/html": html, "text/plain": text}, {"application/javascript": script}
 
 
 def show_quiz(questions: Sequence[dict[str, Any]], *, shuffle_answers: bool = True) -> None:

@@ -407,3 +407,80 @@ def test_quiz_answers_are_shuffled(browser, server, html_dir):
         quiz = browser.find_element("css selector", ".course-quiz")
         orders.add(tuple(label.text for label in quiz.find_elements("css selector", "label.MCButton")))
     assert len(orders) > 1, f"{pages[0]}: the answers came in the same order on 6 loads"
+
+
+# --- the Chinese edition (_build/html/zh, scripts/i18n.py build) ----------------
+
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _zh_dir(html_dir: Path) -> Path:
+    zh = html_dir / "zh"
+    if not (zh / "index.html").exists():
+        pytest.fail(f"no Chinese edition at {zh}: `make book` builds it (scripts/i18n.py build)")
+    return zh
+
+
+def _article_text(source: str) -> str:
+    """The text of a page's article, without scripts, styles, code and outputs."""
+    body = source.split('<article class="bd-article"', 1)[-1].split("</article>", 1)[0]
+    body = re.sub(r"<(script|style|pre)\b.*?</\1>", " ", body, flags=re.S)
+    body = re.sub(r'<div class="cell_output.*?</div>\s*</div>', " ", body, flags=re.S)
+    body = re.sub(r"<code\b.*?</code>|<mjx-container\b.*?</mjx-container>", " ", body, flags=re.S)
+    return re.sub(r"<[^>]+>", " ", body)
+
+
+def test_every_page_has_its_chinese_twin_and_they_link_to_each_other(html_dir):
+    zh = _zh_dir(html_dir)
+    english = [p for p in _pages(html_dir) if not p.startswith("zh/")]
+    problems = []
+    for page in english:
+        twin = zh / page
+        if not twin.exists():
+            problems.append(f"{page}: no Chinese page")
+            continue
+        en_src, zh_src = (html_dir / page).read_text(encoding="utf-8"), twin.read_text(encoding="utf-8")
+        if '<html lang="zh-CN"' not in zh_src or '<html lang="en"' not in en_src:
+            problems.append(f"{page}: lang attribute wrong")
+        for src, base, want in ((en_src, html_dir / page, zh / page), (zh_src, twin, html_dir / page)):
+            hrefs = re.findall(r'<p class="course-language"><a href="([^"]+)"', src)
+            if not hrefs or (base.parent / hrefs[0]).resolve() != want.resolve():
+                problems.append(f"{base.relative_to(html_dir)}: language link {hrefs[:1]} does not lead to {want.relative_to(html_dir)}")
+    assert not problems, "\n".join(problems)
+
+
+def test_chinese_pages_read_in_chinese(html_dir):
+    """The article text of each Chinese page is mostly Chinese (code, math and outputs left aside)."""
+    zh = _zh_dir(html_dir)
+    thin = []
+    for page in sorted(p for p in _pages(zh) if p.startswith("book/")):
+        text = _article_text((zh / page).read_text(encoding="utf-8"))
+        words = re.findall(r"[A-Za-z]{3,}", text)
+        cjk = len(_CJK.findall(text))
+        if cjk < 200 or len(words) > cjk / 3:
+            thin.append(f"{page}: {cjk} Chinese characters, {len(words)} English words, e.g. {words[:12]}")
+    assert not thin, "pages still largely English:\n" + "\n".join(thin)
+
+
+def test_chinese_pages_show_the_chinese_figures(html_dir):
+    zh = _zh_dir(html_dir)
+    same = []
+    for page in sorted(p for p in _pages(html_dir) if p.startswith("book/")):
+        en_imgs = re.findall(r'<img[^>]*?src="([^"]*_images/[^"]*)"', (html_dir / page).read_text(encoding="utf-8"))
+        zh_imgs = re.findall(r'<img[^>]*?src="([^"]*_images/[^"]*)"', (zh / page).read_text(encoding="utf-8"))
+        if len(en_imgs) != len(zh_imgs):
+            same.append(f"{page}: {len(en_imgs)} figures in English, {len(zh_imgs)} in Chinese")
+        shared = {Path(s).name for s in en_imgs} & {Path(s).name for s in zh_imgs}
+        if shared:
+            same.append(f"{page}: {len(shared)} figures identical in both editions (no Chinese version)")
+    assert not same, "\n".join(same)
+
+
+def test_chinese_search_finds_chinese_words(browser, server, html_dir):
+    _zh_dir(html_dir)
+    found = {}
+    for word in ("注意力", "掩码", "位置编码"):
+        _open(browser, server, f"zh/search.html?q={word}")
+        browser.execute_async_script("setTimeout(arguments[arguments.length - 1], 1500)")
+        found[word] = len(browser.find_elements("css selector", "#search-results ul.search li"))
+    assert all(n > 0 for n in found.values()), f"search results per word: {found}"

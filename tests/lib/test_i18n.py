@@ -1,0 +1,193 @@
+"""The Chinese edition's machinery: catalogs, the drift gate, the term check, translated outputs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import pytest
+from babel.messages.catalog import Catalog as BabelCatalog
+from babel.messages.pofile import write_po
+
+from course_lib import i18n
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load_script(name: str):
+    spec = importlib.util.spec_from_file_location(f"_script_{name}", ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _po(path: Path, entries: dict[str, str], fuzzy: tuple[str, ...] = ()) -> Path:
+    catalog = BabelCatalog(locale="zh_CN", fuzzy=False)
+    for msgid, msgstr in entries.items():
+        catalog.add(msgid, msgstr, flags=("fuzzy",) if msgid in fuzzy else ())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as f:
+        write_po(f, catalog, width=0, no_location=True)
+    return path
+
+
+def test_number_pattern_and_lookup(tmp_path):
+    assert i18n.number_pattern("head 3 of 8, s=-0.25") == ("head {#1} of {#2}, s={#3}", ["3", "8", "-0.25"])
+    # digits inside names (log2, d_k2) are part of the word, not numbers
+    assert i18n.number_pattern("log2 T") == ("log2 T", [])
+    catalog = i18n.Catalog.load(_po(tmp_path / "o.po", {"head {#1} of {#2}": "第 {#1} 个头（共 {#2} 个）",
+                                                        "exact words": "确切的词", "old": "旧"}, fuzzy=("old",)))
+    assert catalog.gettext("head 3 of 8") == "第 3 个头（共 8 个）"
+    assert catalog.gettext("exact words") == "确切的词"
+    assert catalog.gettext("old") == "old", "a fuzzy entry is not used"
+    assert catalog.gettext("$d_k$") == "$d_k$" and catalog.gettext("0.25") == "0.25", "nothing to translate"
+    assert catalog.missing == ["old"] and catalog.used == ["head {#1} of {#2}", "exact words", "old"]
+
+
+def test_absent_catalog_keeps_english(tmp_path):
+    catalog = i18n.Catalog.load(tmp_path / "none.po")
+    assert catalog.gettext("attention weight") == "attention weight"
+    assert catalog.missing == ["attention weight"]
+
+
+def test_figure_payload_translates_words_and_leaves_the_figure(tmp_path):
+    catalog = i18n.Catalog.load(_po(tmp_path / "o.po", {
+        "Raw scores": "原始分数", "key {#1}": "键 {#1}", "weight": "权重", "measured": "实测"}))
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.bar(["key 1", "key 2"], [1, 2], label="measured")
+    ax.set_title("Raw scores")
+    ax.set_ylabel("weight")
+    ax.legend()
+    english = i18n.translated_png(fig, i18n.Catalog())
+    chinese = i18n.translated_png(fig, catalog)
+    assert english[:8] == b"\x89PNG\r\n\x1a\n" and chinese != english
+    assert set(catalog.used) == {"Raw scores", "key {#1}", "weight", "measured"} and not catalog.missing
+    # the figure itself is unchanged, ticks included
+    assert ax.get_title() == "Raw scores" and ax.get_ylabel() == "weight"
+    fig.canvas.draw()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["key 1", "key 2"]
+    plt.close(fig)
+
+
+def test_bilingual_figures_adds_the_chinese_version_to_the_display():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    i18n.bilingual_figures(shell)
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.set_title("some title")
+    data, _ = shell.display_formatter.format(fig)
+    plt.close(fig)
+    payload = data[i18n.MIME_TYPE]
+    assert payload["msgids"] == ["some title"] and payload["image/png"]
+
+
+def test_translate_spec_keeps_identifiers():
+    spec = {"params": [{"name": "p_head", "bind": {"input": "select", "name": "head ", "labels": ["head 0", "head 1"]}}],
+            "encoding": {"x": {"field": "key", "title": "key (read from)"}},
+            "data": {"values": "head,caption\n0,head 0 reads\n", "format": {"type": "csv"}},
+            "transform": [{"filter": "datum.head == p_head"}]}
+    catalog = i18n.Catalog({"head": "头", "head {#1}": "头 {#1}", "key (read from)": "键（被读取）",
+                            "head {#1} reads": "头 {#1} 读取"})
+    out = i18n.translate_spec(spec, catalog)
+    assert out["params"][0]["name"] == "p_head" and out["params"][0]["bind"]["name"] == "头 "
+    assert out["params"][0]["bind"]["labels"] == ["头 0", "头 1"]
+    assert out["encoding"]["x"] == {"field": "key", "title": "键（被读取）"}
+    assert out["data"]["values"] == "head,caption\n0,头 0 读取\n"
+    assert out["transform"] == spec["transform"] and spec["encoding"]["x"]["title"] == "key (read from)"
+
+
+def test_catalog_problems_names_missing_untranslated_and_fuzzy(tmp_path):
+    templates, catalogs = tmp_path / "pot", tmp_path / "po"
+    _po(templates / "book" / "a.pot", {"One.": "", "Two.": "", "Three.": "", "Four.": ""})
+    _po(templates / "book" / "b.pot", {"Alone.": ""})
+    _po(templates / "book" / "c.pot", {"Done.": ""})
+    _po(catalogs / "book" / "a.po", {"One.": "一。", "Two.": "", "Three.": "三。"}, fuzzy=("Three.",))
+    _po(catalogs / "book" / "c.po", {"Done.": "完成。"})
+    problems = i18n.catalog_problems(templates, catalogs)
+    assert problems == {
+        str(catalogs / "book" / "a.po"): {"missing": 1, "untranslated": 1, "fuzzy": 1},
+        str(catalogs / "book" / "b.po"): {"missing (no .po file)": 1},
+    }
+
+
+def test_term_check_flags_a_term_translated_otherwise(tmp_path, monkeypatch):
+    script = _load_script("i18n")
+    terms = dict(script.glossary_terms())
+    assert terms["causal mask"] == terms["look-ahead mask"] and "因果掩码" in terms["causal mask"]
+    assert "BLEU" in terms["BLEU"] and "后置层归一化" in terms["Post-LN"]
+    catalogs = tmp_path / "po"
+    _po(catalogs / "book" / "x.po", {
+        "The causal mask hides the future.": "因果掩码遮住未来。",
+        "Every padding mask is broadcast.": "每个补齐遮罩都会被广播。",
+        "In `padding_mask` nothing else.": "`padding_mask` 里没有别的。",
+    })
+    monkeypatch.setattr(script, "TERMS_FILE", tmp_path / "none.yml")
+    problems, stale = script.term_problems(catalogs)
+    # "padding mask", and the terms inside it, "padding" and "mask": only in the second entry
+    assert len(problems) == 3 and all("Every padding mask" in p for p in problems)
+    assert any("'padding mask'" in p and "填充掩码" in p for p in problems)
+    rules = tmp_path / "terms.yml"
+    rules.write_text("exceptions:\n" + "".join(
+        f"- {{term: {t}, file: x.po, contains: Every padding, why: test}}\n" for t in ("padding mask", "padding", "mask"))
+        + "- {term: mask, file: x.po, contains: nowhere, why: stale}\n", encoding="utf-8")
+    monkeypatch.setattr(script, "TERMS_FILE", rules)
+    problems, stale = script.term_problems(catalogs)
+    assert problems == [] and len(stale) == 1 and "nowhere" in stale[0]
+
+
+class _FakeConfig:
+    def __init__(self, language):
+        self.language = language
+
+
+class _FakeRenderer:
+    """Enough of MyST-NB's element renderer for BookRenderer."""
+
+    def __init__(self, language):
+        env = type("Env", (), {"config": _FakeConfig(language)})()
+        self.renderer = type("R", (), {"sphinx_env": env})()
+
+    def render_text_html(self, data):
+        return [("html", data.content)]
+
+
+def test_book_renderer_only_in_the_chinese_build():
+    pytest.importorskip("myst_nb")
+    from myst_nb.core.render import MimeData
+
+    data = MimeData(i18n.MIME_TYPE, {"text/html": "<p>中文</p>", "msgids": []})
+    assert i18n.BookRenderer.handle_mime(_FakeRenderer("en"), data, False) == []
+    assert i18n.BookRenderer.handle_mime(_FakeRenderer("zh_CN"), data, False) == [("html", "<p>中文</p>")]
+    assert i18n.BookRenderer.handle_mime(_FakeRenderer("zh_CN"), MimeData("text/plain", "x"), False) is None
+
+
+def test_language_links_point_at_the_same_page():
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        import language_links
+    finally:
+        sys.path.pop(0)
+    assert language_links.other_edition_href("book/04_attention", zh=False) == "../zh/book/04_attention.html"
+    assert language_links.other_edition_href("book/04_attention", zh=True) == "../../book/04_attention.html"
+    assert language_links.other_edition_href("search", zh=True) == "../search.html"
+
+
+def test_every_chapter_draws_its_figures_in_both_languages():
+    """Each chapter turns the Chinese figures on, and its stored figures carry them."""
+    for path in sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb")):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        first = next(c for c in nb["cells"] if c["cell_type"] == "code")
+        assert "bilingual_figures()" in "".join(first["source"]), path.name
+        for cell in nb["cells"]:
+            for output in cell.get("outputs", []):
+                data = output.get("data", {})
+                if "image/png" in data or "text/html" in data and "course-explorer" in "".join(data["text/html"]):
+                    assert i18n.MIME_TYPE in data, f"{path.name}: an output without its Chinese version (re-execute)"
