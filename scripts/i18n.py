@@ -240,6 +240,8 @@ def term_problems(catalogs: Path = CATALOGS) -> tuple[list[str], list[str]]:
             if not message.id or not message.string or message.fuzzy:
                 continue
             english = message.id
+            if message.string == english:
+                continue  # kept as it is on purpose (a formula, a name)
             if name == "glossary.po" and (english in term_cells or english.split(" (")[0] in term_cells
                                           or " / " in english and english.split(" / ")[0] in term_cells):
                 continue  # the table's English column stays English
