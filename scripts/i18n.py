@@ -126,7 +126,7 @@ def check() -> int:
         return 0
     print("The Chinese edition is out of date with the English text:")
     for path, counts in problems.items():
-        print(f"  {path}: " + ", ".join(f"{n} {what}" for what, n in counts.items() if n))
+        print(f"  {Path(path).relative_to(ROOT)}: " + ", ".join(f"{n} {what}" for what, n in counts.items() if n))
     print("To fix: python scripts/i18n.py update   (merges the new English text into the .po files),\n"
           "then translate the empty entries and the ones marked '#, fuzzy' (remove the flag), and check again.")
     return 1
