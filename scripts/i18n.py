@@ -61,7 +61,7 @@ def _book_config(kind: str) -> dict:
     elif kind in ("zh", "zh-preview"):
         if kind == "zh":
             config["execute"]["execute_notebooks"] = "cache"
-            config["execute"]["execute_cache_path"] = str(ROOT / "_build" / ".jupyter_cache")
+            config["execute"]["cache"] = str(ROOT / "_build" / ".jupyter_cache")  # the English build's
         else:  # the committed outputs, nothing executed: a quick look at the translations
             config["execute"]["execute_notebooks"] = "off"
         config["title"] = "亲手构建 Transformer"
@@ -73,6 +73,9 @@ def _book_config(kind: str) -> dict:
         overrides.append(["html", MIME_TYPE, 1])
         theme = cfg.setdefault("html_theme_options", {})
         theme["search_bar_text"] = "搜索本书……"
+        # MyST-NB's button of a hidden cell ({type} is "source" or "outputs": only "source" is hidden in this book)
+        cfg["nb_code_prompt_show"] = "显示代码"
+        cfg["nb_code_prompt_hide"] = "隐藏代码"
     return config
 
 
