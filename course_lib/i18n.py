@@ -37,6 +37,7 @@ DOMAIN = "outputs"
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_\\])-?\d+(?:[.,]\d+)*")
 _MATH = re.compile(r"\$[^$]*\$")
 _LETTERS = re.compile(r"[A-Za-z]{2,}")
+_CJK = re.compile(r"[\u3000-\u9fff\uff00-\uffef]")
 
 
 def default_catalog_path(language: str = LANGUAGE) -> Path:
@@ -157,9 +158,10 @@ def translated_png(fig, catalog: Catalog) -> bytes:
         for text, original, families in originals:
             text.set_text(catalog.gettext(original))
         for text in _all_texts(fig):  # a text keeps the fonts it was made with: add the Chinese one
-            families = list(text.get_fontfamily())
-            if family not in families:
-                text.set_fontfamily(families + [family])
+            families = [f for f in text.get_fontfamily() if f != family]
+            # mathtext draws a label's words outside $...$ in its first family only: Chinese first there
+            chinese_math = "$" in text.get_text() and _CJK.search(text.get_text())
+            text.set_fontfamily([family] + families if chinese_math else families + [family])
         return print_figure(fig, "png", bbox_inches="tight")
     finally:
         for text, original, families in originals:

@@ -25,6 +25,30 @@ def _set_tag(app: Sphinx, config: Any) -> None:
         app.tags.add("lang_zh")
 
 
+def _translate_toctree_captions(app: Sphinx, doctree: Any) -> None:
+    """The captions of the table of contents' parts in the page's own catalog (the Chinese build).
+
+    sphinx-external-toc inserts the toctrees after Sphinx has translated the
+    page, so their captions (the sidebar's part names) would stay English.
+    """
+    if not _is_zh(app):
+        return
+    import os
+
+    from sphinx import addnodes
+    from sphinx.locale import init as init_locale
+    from sphinx.util.i18n import docname_to_domain
+
+    toctrees = [n for n in doctree.findall(addnodes.toctree) if n.get("caption")]
+    if not toctrees:
+        return
+    domain = docname_to_domain(app.env.docname, app.config.gettext_compact)
+    dirs = [os.path.join(app.srcdir, d) for d in app.config.locale_dirs]
+    catalog, _ = init_locale(dirs, app.config.language, domain)
+    for node in toctrees:
+        node["caption"] = catalog.gettext(node["caption"])
+
+
 def other_edition_href(pagename: str, zh: bool) -> str:
     """The relative address of ``pagename`` in the other edition, from this one's page."""
     up = "../" * pagename.count("/")
@@ -44,5 +68,6 @@ def _add_link(app: Sphinx, pagename: str, templatename: str, context: dict[str, 
 
 def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("config-inited", _set_tag)
+    app.connect("doctree-read", _translate_toctree_captions)
     app.connect("html-page-context", _add_link)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

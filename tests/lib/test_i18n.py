@@ -76,6 +76,19 @@ def test_figure_payload_translates_words_and_leaves_the_figure(tmp_path):
     plt.close(fig)
 
 
+def test_chinese_words_around_math_are_drawn_with_the_chinese_font(tmp_path, caplog):
+    """mathtext draws the words outside $...$ in the label's first font family (a missing glyph is logged)."""
+    catalog = i18n.Catalog({"self-attention  $n^{#1} d$": "自注意力  $n^{#1} d$"})
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([1, 2], [1, 2], label="self-attention  $n^2 d$")
+    ax.legend()
+    with caplog.at_level("WARNING"):
+        i18n.translated_png(fig, catalog)
+    plt.close(fig)
+    assert catalog.used == ["self-attention  $n^{#1} d$"] and not catalog.missing
+    assert not [r for r in caplog.records if "glyph" in r.getMessage()], [r.getMessage() for r in caplog.records]
+
+
 def test_bilingual_figures_adds_the_chinese_version_to_the_display():
     from IPython.core.interactiveshell import InteractiveShell
 
