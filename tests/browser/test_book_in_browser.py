@@ -459,6 +459,13 @@ def test_chinese_pages_read_in_chinese(html_dir):
         cjk = len(_CJK.findall(text))
         if cjk < 200 or len(words) > cjk / 3:
             thin.append(f"{page}: {cjk} Chinese characters, {len(words)} English words, e.g. {words[:12]}")
+        source = (zh / page).read_text(encoding="utf-8")
+        english_parts = [c for c in re.findall(r'caption-text">([^<]*)', source) if not _CJK.search(c)]
+        if english_parts:
+            thin.append(f"{page}: table of contents parts in English: {english_parts}")
+        english_alt = [a for a in re.findall(r'<img[^>]*?alt="([^"]*)"', source) if len(a) > 20 and not _CJK.search(a)]
+        if english_alt:
+            thin.append(f"{page}: {len(english_alt)} figures with English alternative text, e.g. {english_alt[0][:60]!r}")
     assert not thin, "pages still largely English:\n" + "\n".join(thin)
 
 
