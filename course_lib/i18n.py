@@ -37,6 +37,7 @@ DOMAIN = "outputs"
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_\\])-?\d+(?:[.,]\d+)*")
 _MATH = re.compile(r"\$[^$]*\$")
 _LETTERS = re.compile(r"[A-Za-z]{2,}")
+_PLACEHOLDER = re.compile(r"\{#\d+\}")
 _CJK = re.compile(r"[\u3000-\u9fff\uff00-\uffef]")
 
 
@@ -85,7 +86,8 @@ class Catalog:
 
         with path.open("rb") as f:
             po = read_po(f)
-        messages = {m.id: m.string for m in po if m.id and m.string and not m.fuzzy and isinstance(m.id, str)}
+        messages = {m.id: m.string for m in po
+                    if isinstance(m.id, str) and m.id and isinstance(m.string, str) and m.string.strip() and not m.fuzzy}
         return cls(messages)
 
     def gettext(self, text: str) -> str:
@@ -112,8 +114,13 @@ class Catalog:
             self.missing.append(key)
 
     def payload(self, **data: Any) -> dict[str, Any]:
-        """The Chinese version of an output: ``data`` plus the messages looked up."""
-        return {**data, "msgids": list(self.used)}
+        """The Chinese version of an output: ``data``, the messages looked up and the translations used.
+
+        ``translations[i]`` is what ``msgids[i]`` was translated to when the
+        output was drawn (None: it had no translation yet), so that a later
+        change of the catalog shows which outputs must be drawn again.
+        """
+        return {**data, "msgids": list(self.used), "translations": [self.messages.get(m) for m in self.used]}
 
 
 # --- figures -------------------------------------------------------------------
@@ -126,16 +133,32 @@ def _texts_of(fig) -> list:
 
 
 def _tick_formatters(fig) -> list:
-    from matplotlib.category import StrCategoryFormatter
-    from matplotlib.ticker import FixedFormatter
+    """(axis, formatter) of every axis: tick labels are made by the formatter at each draw."""
+    return [(axis, axis.get_major_formatter()) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)]
 
-    found = []
-    for ax in fig.axes:
-        for axis in (ax.xaxis, ax.yaxis):
-            formatter = axis.get_major_formatter()
-            if isinstance(formatter, (FixedFormatter, StrCategoryFormatter)):
-                found.append((axis, formatter))
-    return found
+
+def _translating_formatter(inner, catalog: Catalog):
+    """A formatter that gives ``inner``'s labels translated (numbers come out unchanged)."""
+    from matplotlib.ticker import Formatter
+
+    class Translating(Formatter):
+        def __call__(self, x, pos=None):
+            return catalog.gettext(inner(x, pos))
+
+        def format_ticks(self, values):
+            return [catalog.gettext(label) for label in inner.format_ticks(values)]
+
+        def set_locs(self, locs):
+            inner.set_locs(locs)
+
+        def get_offset(self):
+            return inner.get_offset()
+
+        def set_axis(self, axis):
+            super().set_axis(axis)
+            inner.set_axis(axis)
+
+    return Translating()
 
 
 def translated_png(fig, catalog: Catalog) -> bytes:
@@ -144,7 +167,6 @@ def translated_png(fig, catalog: Catalog) -> bytes:
     The figure is left as it was.
     """
     from IPython.core.pylabtools import print_figure
-    from matplotlib.ticker import FuncFormatter
 
     from .viz import use_cjk_font
 
@@ -154,7 +176,7 @@ def translated_png(fig, catalog: Catalog) -> bytes:
     formatters = _tick_formatters(fig)
     try:
         for axis, formatter in formatters:
-            axis.set_major_formatter(FuncFormatter(lambda x, pos, f=formatter: catalog.gettext(f(x, pos))))
+            axis.set_major_formatter(_translating_formatter(formatter, catalog))
         for text, original, families in originals:
             text.set_text(catalog.gettext(original))
         for text in _all_texts(fig):  # a text keeps the fonts it was made with: add the Chinese one
@@ -302,6 +324,27 @@ def output_messages(notebooks: Iterable[Path]) -> list[str]:
     return seen
 
 
+def stale_outputs(notebooks: Iterable[Path], catalog: Catalog) -> dict[str, list[str]]:
+    """Per notebook, the messages whose translation changed since its Chinese outputs were drawn.
+
+    A figure's Chinese version is a picture made when the notebook ran: after
+    its words are translated (or retranslated) the notebook must run again.
+    """
+    stale: dict[str, list[str]] = {}
+    for path in notebooks:
+        nb = json.loads(Path(path).read_text(encoding="utf-8"))
+        for cell in nb.get("cells", []):
+            for output in cell.get("outputs", []):
+                payload = output.get("data", {}).get(MIME_TYPE)
+                if not isinstance(payload, dict):
+                    continue
+                used = payload.get("translations") or [None] * len(payload.get("msgids", []))
+                for msgid, then in zip(payload.get("msgids", []), used):
+                    if catalog.messages.get(msgid) != then and msgid not in stale.get(str(path), []):
+                        stale.setdefault(str(path), []).append(msgid)
+    return stale
+
+
 def write_pot(messages: Sequence[str], path: Path) -> None:
     """A gettext template holding ``messages``, in order."""
     from babel.messages.catalog import Catalog as BabelCatalog
@@ -313,6 +356,16 @@ def write_pot(messages: Sequence[str], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as f:
         write_po(f, template, width=0, omit_header=False, no_location=True)
+
+
+_PO_LINE = re.compile(r'(#.*|(msgctxt|msgid|msgid_plural|msgstr(\[\d+\])?)\s+"(?:[^"\\]|\\.)*"|"(?:[^"\\]|\\.)*")?\s*')
+
+
+def po_syntax_errors(path: Path) -> list[int]:
+    """The numbers of the lines of a .po file that are not a comment, a keyword with a
+    well-terminated string, a continuation string or blank (babel reads such lines silently wrong)."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    return [i for i, line in enumerate(lines, start=1) if not _PO_LINE.fullmatch(line)]
 
 
 def catalog_problems(templates: Path, catalogs: Path) -> dict[str, dict[str, int]]:
@@ -332,17 +385,23 @@ def catalog_problems(templates: Path, catalogs: Path) -> dict[str, dict[str, int
         if not po_path.exists():
             problems[str(po_path)] = {"missing (no .po file)": len(wanted)}
             continue
+        bad_lines = po_syntax_errors(po_path)
+        if bad_lines:
+            problems[str(po_path)] = {f"unreadable (line {bad_lines[0]} is not valid .po syntax)": len(bad_lines)}
+            continue
         with po_path.open("rb") as f:
             po = read_po(f)
-        counts = {"missing": 0, "untranslated": 0, "fuzzy": 0}
+        counts = {"missing": 0, "untranslated": 0, "fuzzy": 0, "placeholders differ": 0}
         for msgid in wanted:
             message = po.get(msgid)
             if message is None:
                 counts["missing"] += 1
             elif message.fuzzy:
                 counts["fuzzy"] += 1
-            elif not message.string:
+            elif not isinstance(message.string, str) or not message.string.strip():
                 counts["untranslated"] += 1
+            elif sorted(_PLACEHOLDER.findall(message.string)) != sorted(_PLACEHOLDER.findall(msgid)):
+                counts["placeholders differ"] += 1
         if any(counts.values()):
             problems[str(po_path)] = counts
     return problems

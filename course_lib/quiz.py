@@ -30,6 +30,7 @@ Unicode (n², √d_k, ×) and ``<code>``. Example::
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import math
 from numbers import Real
@@ -129,6 +130,15 @@ def _check_questions(questions: object) -> list[dict[str, Any]]:
     return list(questions)
 
 
+def _as_html(questions: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The questions with their texts escaped: jupyterquiz shows them as HTML, where ``<bos>`` would vanish."""
+    def escape(d: dict[str, Any]) -> dict[str, Any]:
+        return {k: html.escape(v, quote=False) if k in ("question", "answer", "feedback") and isinstance(v, str) else v
+                for k, v in d.items()}
+
+    return [{**escape(q), "answers": [escape(a) for a in q["answers"]]} for q in questions]
+
+
 def _json_for_script(data: object) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
 
@@ -149,18 +159,18 @@ def quiz_bundles(questions: Sequence[dict[str, Any]], *, shuffle_answers: bool =
     questions = _check_questions(questions)
     if not isinstance(shuffle_answers, bool):
         raise ValueError(f"shuffle_answers must be a bool, got {shuffle_answers!r}")
-    data = _json_for_script(questions)
+    data = _json_for_script(_as_html(questions))
     div_id = "courseQuiz" + hashlib.sha1(data.encode()).hexdigest()[:12]
     n = len(questions)
     html = _quiz_html(div_id, data, shuffle_answers, max_width, "Concept check",
                       f"Concept check: {n} question{'s' if n != 1 else ''}. "
                       "Run this cell in Jupyter, or read the web book, to answer them.")
     catalog = i18n.Catalog.load()
-    zh_html = _quiz_html(div_id, _json_for_script(i18n.translate_questions(questions, catalog)), shuffle_answers,
+    zh_html = _quiz_html(div_id, _json_for_script(_as_html(i18n.translate_questions(questions, catalog))), shuffle_answers,
                          max_width, catalog.gettext("Concept check"),
                          catalog.gettext(f"Concept check: {n} question{'s' if n != 1 else ''}. "
                                          "Run this cell in Jupyter, or read the web book, to answer them."))
-    prefix, static, url = load_questions_script(questions, div_id)
+    prefix, static, url = load_questions_script(_as_html(questions), div_id)
     script = (
         f"{JS_MARKER}\n"
         f'document.querySelectorAll("#{div_id} .course-quiz-fallback").forEach(function (e) {{ e.remove(); }});\n'

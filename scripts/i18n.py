@@ -59,7 +59,9 @@ def _book_config(kind: str) -> dict:
         config["execute"]["execute_notebooks"] = "off"
         cfg.pop("html_static_path", None)  # (not needed, and the vendored JavaScript may be absent)
         config["execute"]["stderr_output"] = "remove"  # only the markdown matters here; outputs are checked elsewhere
-    elif kind in ("zh", "zh-preview"):
+    if kind == "zh-preview":  # (the vendored JavaScript is made by scripts/vendor_js.sh; a preview does without)
+        cfg["html_static_path"] = [p for p in cfg.get("html_static_path", []) if Path(p).exists()]
+    if kind in ("zh", "zh-preview"):
         if kind == "zh":
             config["execute"]["execute_notebooks"] = "cache"
             config["execute"]["cache"] = str(ROOT / "_build" / ".jupyter_cache")  # the English build's
@@ -119,21 +121,91 @@ def update() -> None:
 
 
 def check() -> int:
-    """The drift gate: every current message has a translation that is not fuzzy."""
-    from course_lib.i18n import catalog_problems
+    """The drift gate: every current message has a translation that is not fuzzy, keeps the
+    English's markup, and the notebooks' Chinese outputs were drawn with the current translations."""
+    from course_lib.i18n import Catalog, catalog_problems, stale_outputs
 
     with tempfile.TemporaryDirectory() as tmp:
         pot = extract(Path(tmp) / "gettext")
         problems = catalog_problems(pot, CATALOGS)
-    if not problems:
-        print(f"All catalogs in {CATALOGS.relative_to(ROOT)} are complete: no untranslated or fuzzy entry.")
+    markup = markup_problems(CATALOGS)
+    stale = stale_outputs(sorted((ROOT / "book").glob("*.ipynb")), Catalog.load(CATALOGS / f"{OUTPUTS_DOMAIN}.po"))
+    if not problems and not markup and not stale:
+        print(f"All catalogs in {CATALOGS.relative_to(ROOT)} are complete: no untranslated or fuzzy entry, "
+              "markup kept, the notebooks' Chinese figures drawn with the current translations.")
         return 0
-    print("The Chinese edition is out of date with the English text:")
-    for path, counts in problems.items():
-        print(f"  {Path(path).relative_to(ROOT)}: " + ", ".join(f"{n} {what}" for what, n in counts.items() if n))
-    print("To fix: python scripts/i18n.py update   (merges the new English text into the .po files),\n"
-          "then translate the empty entries and the ones marked '#, fuzzy' (remove the flag), and check again.")
+    py = ".venv/bin/python"
+    if problems:
+        print("The Chinese edition is out of date with the English text:")
+        for path, counts in problems.items():
+            print(f"  {Path(path).relative_to(ROOT)}: " + ", ".join(f"{n} {what}" for what, n in counts.items() if n))
+        print(f"To fix: {py} scripts/i18n.py update   (merges the new English text into the .po files),\n"
+              "then translate the empty entries and the ones marked '#, fuzzy' (remove the flag), and check again.")
+    if markup:
+        print("Translations that lose the English's markup (a reference, code, math, a link, or bold/italic that does not parse):")
+        for line in markup:
+            print(f"  {line}")
+    if stale:
+        print("Notebooks whose Chinese figures, explorers or quizzes were drawn before their current translations:")
+        for path, msgids in stale.items():
+            print(f"  {Path(path).relative_to(ROOT)}: {len(msgids)} (e.g. {msgids[0][:60]!r})")
+        print("To fix: re-execute them (cd book && ../.venv/bin/jupyter nbconvert --to notebook --execute --inplace "
+              "NN_name.ipynb) and commit the outputs.")
     return 1
+
+
+def _markup_pieces(text: str) -> list[tuple[str, str]]:
+    """(kind, piece) for each role (its name and target: the shown text may be translated),
+    inline code span, math segment and link address of a MyST paragraph."""
+    import re
+
+    pieces = []
+
+    def role(match: re.Match) -> str:
+        name, content = match.group(1), match.group(2)
+        target = re.search(r"<([^<>]+)>\s*$", content)
+        pieces.append(("a reference", f"{{{name}}} {target.group(1) if target else content}"))
+        return " "
+
+    text = re.sub(r"\{([a-z:]+)\}`([^`]*)`", role, text)
+    text = re.sub(r"\$\$.*?\$\$|\$[^$]+\$", lambda m: pieces.append(("math", m.group(0))) or " ", text, flags=re.S)
+    text = re.sub(r"`[^`]+`", lambda m: pieces.append(("inline code", m.group(0))) or " ", text)
+    pieces += [("a link address", m) for m in re.findall(r"\]\(([^)]*)\)", text)]
+    return pieces
+
+
+def markup_problems(catalogs: Path = CATALOGS) -> list[str]:
+    """Entries of the page catalogs whose translation drops a piece of the English's markup
+    (role, inline code, math, link address) or whose bold/italic does not parse as the English's."""
+    import re
+
+    from babel.messages.pofile import read_po
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark")
+
+    def emphasis(text: str) -> tuple[int, int, bool]:
+        bare = re.sub(r"\$\$.*?\$\$|\$[^$]+\$|`[^`]*`", "X", text, flags=re.S)
+        html = md.renderInline(bare)
+        return html.count("<strong>"), html.count("<em>"), "**" in re.sub(r"<[^>]+>", "", html)
+
+    found = []
+    for po_path in sorted((catalogs / "book").glob("*.po")):
+        with po_path.open("rb") as f:
+            po = read_po(f)
+        for m in po:
+            if not m.id or not isinstance(m.string, str) or not m.string.strip() or m.fuzzy:
+                continue
+            english, chinese = _markup_pieces(m.id), _markup_pieces(m.string)
+            lost = [what for what, piece in set(english) if chinese.count((what, piece)) < english.count((what, piece))]
+            en, zh = emphasis(m.id), emphasis(m.string)
+            if zh[2] and not en[2]:
+                lost.append("bold that does not parse (literal **)")
+            elif zh[:2] != en[:2]:
+                lost.append(f"bold/italic spans {zh[:2]} instead of {en[:2]}")
+            if lost:
+                found.append(f"{po_path.name}: {sorted(set(lost))} in the translation of {m.id[:80]!r}")
+    return found
 
 
 def stat() -> None:

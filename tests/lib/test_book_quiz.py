@@ -151,3 +151,14 @@ def test_book_extension_agrees_with_the_module_and_writes_the_library(tmp_path):
     assert "function show_questions" in library and "class Question" in library
     assert "MIT" in (tmp_path / "_static" / "vendor" / "jupyterquiz" / "LICENSE.txt").read_text(encoding="utf-8")
     assert (ROOT / "book" / "_assets" / "course_quiz.js").is_file()
+
+
+def test_texts_are_shown_as_text_not_html():
+    """jupyterquiz puts texts into the page as HTML: "<bos>" would vanish, so the texts are escaped."""
+    questions = [quiz.multiple_choice("What comes first, <bos> or <eos>?", [
+        quiz.answer("<bos>", True, "Right: <bos> starts every target & 1 < 2."),
+        quiz.answer("<eos>", False, "No: <eos> ends it.")])]
+    html, js = quiz.quiz_bundles(questions)
+    for text in (html["text/html"], js["application/javascript"]):
+        assert "&lt;bos&gt; or &lt;eos&gt;?" in text and "&amp; 1 &lt; 2." in text
+        assert "<bos>" not in text

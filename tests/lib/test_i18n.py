@@ -76,6 +76,32 @@ def test_figure_payload_translates_words_and_leaves_the_figure(tmp_path):
     plt.close(fig)
 
 
+def test_tick_labels_set_by_hand_are_translated_in_the_drawing(monkeypatch):
+    """set_xticks(positions, labels) and categorical ticks: the labels drawn are the translated ones."""
+    import IPython.core.pylabtools as pylabtools
+
+    catalog = i18n.Catalog({"encoder layer": "编码器层", "key {#1}": "键 {#1}", "scaled": "缩放后"})
+    fig, (a, b) = plt.subplots(1, 2, figsize=(4, 2))
+    a.set_xticks([0, 1], ["encoder layer", "key 2"])
+    b.bar(["scaled", "raw"], [1, 2])
+    drawn = {}
+
+    def record(figure, fmt, **kw):
+        figure.canvas.draw()
+        drawn["a"] = [t.get_text() for t in a.get_xticklabels()]
+        drawn["b"] = [t.get_text() for t in b.get_xticklabels()]
+        drawn["y"] = [t.get_text() for t in a.get_yticklabels()]
+        return b"png"
+
+    monkeypatch.setattr(pylabtools, "print_figure", record)
+    i18n.translated_png(fig, catalog)
+    assert drawn["a"] == ["编码器层", "键 2"] and drawn["b"] == ["缩放后", "raw"]
+    assert all(not t or t.replace(".", "").replace("−", "").isdigit() for t in drawn["y"]), drawn["y"]
+    fig.canvas.draw()
+    assert [t.get_text() for t in a.get_xticklabels()] == ["encoder layer", "key 2"], "the figure is left as it was"
+    plt.close(fig)
+
+
 def test_chinese_words_around_math_are_drawn_with_the_chinese_font(tmp_path, caplog):
     """mathtext draws the words outside $...$ in the label's first font family (a missing glyph is logged)."""
     catalog = i18n.Catalog({"self-attention  $n^{#1} d$": "自注意力  $n^{#1} d$"})
@@ -126,7 +152,7 @@ def test_catalog_problems_names_missing_untranslated_and_fuzzy(tmp_path):
     _po(catalogs / "book" / "c.po", {"Done.": "完成。"})
     problems = i18n.catalog_problems(templates, catalogs)
     assert problems == {
-        str(catalogs / "book" / "a.po"): {"missing": 1, "untranslated": 1, "fuzzy": 1},
+        str(catalogs / "book" / "a.po"): {"missing": 1, "untranslated": 1, "fuzzy": 1, "placeholders differ": 0},
         str(catalogs / "book" / "b.po"): {"missing (no .po file)": 1},
     }
 
@@ -204,3 +230,49 @@ def test_every_chapter_draws_its_figures_in_both_languages():
                 data = output.get("data", {})
                 if "image/png" in data or "text/html" in data and "course-explorer" in "".join(data["text/html"]):
                     assert i18n.MIME_TYPE in data, f"{path.name}: an output without its Chinese version (re-execute)"
+
+
+def test_markup_check_catches_lost_references_code_and_broken_bold(tmp_path):
+    script = _load_script("i18n")
+    catalogs = tmp_path / "po"
+    _po(catalogs / "book" / "x.po", {
+        "See {doc}`chapter 6 <06_feed_forward>` and `d_model`.": "见 {doc}`第 6 章 <06_feed_forward>` 和 `d_model`。",
+        "See {doc}`chapter 7 <07_add_and_norm>`.": "见第 7 章。",
+        "The width `d_model` is $d$.": "宽度 d_model 是 $d$。",
+        "A **residual connection** helps.": "**“残差连接”**有帮助。",
+        "A **residual** path.": "一条**残差**路径。",
+        "Read [the paper](https://arxiv.org/abs/1706.03762).": "读[论文](https://arxiv.org/abs/1706.0376)。",
+    })
+    problems = script.markup_problems(catalogs)
+    assert len(problems) == 4, problems
+    joined = "\n".join(problems)
+    for expected in ("'a reference'", "'inline code'", "literal **", "'a link address'"):
+        assert expected in joined
+    assert "chapter 6" not in joined and "A **residual** path" not in joined
+
+
+def test_gate_refuses_blank_translations_and_changed_placeholders(tmp_path):
+    templates, catalogs = tmp_path / "pot", tmp_path / "po"
+    _po(templates / "outputs.pot", {"head {#1} of {#2}": "", "blank": "", "ok {#1}": ""})
+    _po(catalogs / "outputs.po", {"head {#1} of {#2}": "头 {#2}", "blank": "   ", "ok {#1}": "好 {#1}"})
+    assert i18n.catalog_problems(templates, catalogs) == {
+        str(catalogs / "outputs.po"): {"missing": 0, "untranslated": 1, "fuzzy": 0, "placeholders differ": 1}}
+    (catalogs / "outputs.po").write_text('msgid "x"\nmsgstr "unterminated\n', encoding="utf-8")
+    problem = i18n.catalog_problems(templates, catalogs)[str(catalogs / "outputs.po")]
+    assert list(problem)[0].startswith("unreadable")
+
+
+def test_stale_outputs_name_notebooks_drawn_before_their_translations(tmp_path):
+    catalog = i18n.Catalog({"weight": "权重", "old words": "旧词", "new words": "新词"})
+    nb = {"cells": [{"cell_type": "code", "metadata": {}, "source": "", "outputs": [
+        {"output_type": "display_data", "metadata": {}, "data": {"text/plain": "x", i18n.MIME_TYPE: {
+            "image/png": "", "msgids": ["weight", "old words", "new words"],
+            "translations": ["权重", "以前的词", None]}}}]}]}
+    path = tmp_path / "01_x.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    assert i18n.stale_outputs([path], catalog) == {str(path): ["old words", "new words"]}
+    nb["cells"][0]["outputs"][0]["data"][i18n.MIME_TYPE]["translations"] = ["权重", "旧词", "新词"]
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    assert i18n.stale_outputs([path], catalog) == {}
+    # a message still without a translation is not stale: the catalog check reports it as untranslated
+    assert i18n.stale_outputs([path], i18n.Catalog({"weight": "权重", "old words": "旧词"})) == {str(path): ["new words"]}
