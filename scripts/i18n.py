@@ -8,10 +8,13 @@ come from the same executed notebooks for both editions.
 
 Usage (from the repository root, with the course's Python):
 
-    python scripts/i18n.py update   # after editing English text: refresh the .po files
-    python scripts/i18n.py check    # the drift gate: fails on untranslated or fuzzy entries
-    python scripts/i18n.py stat     # counts per file
-    python scripts/i18n.py build    # the Chinese book at _build/html/zh (after the English build)
+    .venv/bin/python scripts/i18n.py update   # after editing English text: refresh the .po files
+    .venv/bin/python scripts/i18n.py check    # the drift gate (make test): untranslated, fuzzy, lost markup, stale figures
+    .venv/bin/python scripts/i18n.py terms    # the glossary's Chinese terms used (locales/zh_CN/terms.yml)
+    .venv/bin/python scripts/i18n.py preview --out DIR   # Chinese book from the committed outputs, strict
+    .venv/bin/python scripts/i18n.py stat     # counts per file
+    .venv/bin/python scripts/i18n.py build    # the Chinese book at _build/html/zh (make book, after the English)
+    .venv/bin/python scripts/i18n.py extract --out DIR   # only the .pot templates
 
 ``update`` extracts the messages (a gettext build of the book without
 executing it, plus the output strings recorded in the notebooks) into

@@ -378,9 +378,9 @@ def test_every_quiz_shows_its_questions_and_explains_each_answer(browser, server
                 if labels:
                     for i in range(len(labels)):
                         answer, expected, shown, cls = browser.execute_script(_CLICK_ANSWER, quiz, q, i)
-                        if not expected or shown.strip() != browser.execute_script(
+                        if not expected or " ".join(shown.split()) != " ".join(browser.execute_script(
                                 "const d = document.createElement('div'); d.innerHTML = arguments[0]; return d.innerText;",
-                                expected).strip():
+                                expected).split()):
                             problems.append(f"{where} question {q}: clicking {answer!r} showed {shown!r}, not its explanation")
                         if "correct" not in cls:
                             problems.append(f"{where} question {q}: feedback not marked right/wrong ({cls!r})")
