@@ -236,30 +236,57 @@ def bilingual_figures(shell=None) -> None:
 _SPEC_TEXT_KEYS = {"title", "text", "description"}
 
 
-def translate_spec(spec: Any, catalog: Catalog, *, data_columns: Sequence[str] = ("caption",),
-                   _in_bind: bool = False) -> Any:
-    """A copy of a Vega-Lite spec with its titles, control names and option labels translated.
+def translate_spec(spec: Any, catalog: Catalog, *, data_columns: Sequence[str] = ("caption",)) -> Any:
+    """A copy of a Vega-Lite spec with its titles, control names, option labels and legend translated.
 
     Inline CSV data keeps its values except the columns ``data_columns``
-    (the captions the charts show as text); names of parameters and fields
-    are identifiers and stay as they are.
+    (the captions the charts show as text) and the fields a legend shows
+    (a nominal colour field no filter reads, with its scale's domain); names
+    of parameters and fields are identifiers and stay as they are.
     """
+    legend = _legend_fields(spec)
+    return _translate_spec(spec, catalog, tuple(data_columns) + tuple(legend), legend, False)
+
+
+def _legend_fields(spec: Any) -> list[str]:
+    colours, filters = [], []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            colour = node.get("color")
+            if isinstance(colour, dict) and isinstance(colour.get("field"), str) and colour.get("type") == "nominal":
+                colours.append(colour["field"])
+            if isinstance(node.get("filter"), str):
+                filters.append(node["filter"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(spec)
+    return [f for f in dict.fromkeys(colours) if not any(f in expression for expression in filters)]
+
+
+def _translate_spec(spec: Any, catalog: Catalog, columns: tuple[str, ...], legend: list[str], in_bind: bool) -> Any:
     if isinstance(spec, list):
-        return [translate_spec(v, catalog, data_columns=data_columns, _in_bind=_in_bind) for v in spec]
+        return [_translate_spec(v, catalog, columns, legend, in_bind) for v in spec]
     if not isinstance(spec, dict):
         return spec
     out: dict[str, Any] = {}
     for key, value in spec.items():
-        if (key in _SPEC_TEXT_KEYS or key == "name" and _in_bind) and isinstance(value, str):
+        if (key in _SPEC_TEXT_KEYS or key == "name" and in_bind) and isinstance(value, str):
             out[key] = _keep_trailing_space(value, catalog)
-        elif key == "labels" and isinstance(value, list):
-            out[key] = [catalog.gettext(v) if isinstance(v, str) else v for v in value]
-        elif key == "title" and isinstance(value, list):
+        elif key in ("labels", "title") and isinstance(value, list):
             out[key] = [catalog.gettext(v) if isinstance(v, str) else v for v in value]
         elif key == "values" and isinstance(value, str) and spec.get("format", {}).get("type") == "csv":
-            out[key] = _translate_csv(value, catalog, data_columns)
+            out[key] = _translate_csv(value, catalog, columns)
+        elif key == "domain" and isinstance(value, list) and in_bind == "legend":
+            out[key] = [catalog.gettext(v) if isinstance(v, str) else v for v in value]
         else:
-            out[key] = translate_spec(value, catalog, data_columns=data_columns, _in_bind=key == "bind")
+            inner = key == "bind" or ("legend" if key == "color" and isinstance(value, dict)
+                                      and value.get("field") in legend else in_bind if key == "scale" else False)
+            out[key] = _translate_spec(value, catalog, columns, legend, inner)
     return out
 
 

@@ -25,6 +25,16 @@ var courseQuiz = (function () {
     el.dataset.courseQuizDrawn = "1";
     el.querySelectorAll(".course-quiz-fallback").forEach(function (e) { e.remove(); });
     show_questions(questions, el);
+    localize(el);
+  }
+  // jupyterquiz's own words, on the pages of the Chinese edition (<html lang="zh-CN">)
+  var ZH = {"Type numeric answer here:": "在此输入数值答案：", "Type your answer here:": "在此输入答案：",
+            "Correct!": "正确！", "Incorrect -- try again.": "不对，再试一次。", "Incorrect. Try again.": "不对，再试一次。"};
+  function localize(el) {
+    if (!/^zh/.test(document.documentElement.lang || "")) { return; }
+    el.querySelectorAll("label, span, div, p").forEach(function (e) {
+      if (e.children.length === 0 && ZH.hasOwnProperty(e.textContent.trim())) { e.textContent = ZH[e.textContent.trim()]; }
+    });
   }
   function show(id, questions) {
     var start = function () {

@@ -374,6 +374,8 @@ def test_every_quiz_shows_its_questions_and_explains_each_answer(browser, server
                 text = question.text
                 if "$" in text or "\\(" in text:
                     problems.append(f"{where} question {q}: TeX left in the text: {text[:80]!r}")
+                if page.startswith("zh/") and "answer here" in text:
+                    problems.append(f"{where} question {q}: jupyterquiz's English label on a Chinese page")
                 labels = question.find_elements("css selector", "label.MCButton")
                 if labels:
                     for i in range(len(labels)):
@@ -440,6 +442,8 @@ def test_every_page_has_its_chinese_twin_and_they_link_to_each_other(html_dir):
             problems.append(f"{page}: no Chinese page")
             continue
         en_src, zh_src = (html_dir / page).read_text(encoding="utf-8"), twin.read_text(encoding="utf-8")
+        if re.search(r'http-equiv="refresh"', en_src, re.I):
+            continue  # the root's redirect to the front page: no text of its own
         if '<html lang="zh-CN"' not in zh_src or '<html lang="en"' not in en_src:
             problems.append(f"{page}: lang attribute wrong")
         for src, base, want in ((en_src, html_dir / page, zh / page), (zh_src, twin, html_dir / page)):

@@ -143,6 +143,21 @@ def test_translate_spec_keeps_identifiers():
     assert out["transform"] == spec["transform"] and spec["encoding"]["x"]["title"] == "key (read from)"
 
 
+def test_translate_spec_translates_a_legend_but_not_what_a_filter_reads():
+    spec = {"layer": [{
+        "encoding": {"color": {"field": "curve", "type": "nominal", "scale": {"domain": ["sine", "cosine"]}},
+                     "x": {"field": "position", "type": "quantitative"}},
+        "transform": [{"filter": "datum['pair'] == p_pair"}],
+        "data": {"values": "position,curve,pair\n0,sine,first\n", "format": {"type": "csv"}}}]}
+    catalog = i18n.Catalog({"sine": "正弦", "cosine": "余弦", "first": "第一"})
+    out = i18n.translate_spec(spec, catalog)["layer"][0]
+    assert out["encoding"]["color"]["scale"]["domain"] == ["正弦", "余弦"]
+    assert out["data"]["values"] == "position,curve,pair\n0,正弦,first\n", "the filtered field keeps its values"
+    filtered = json.loads(json.dumps(spec).replace("datum['pair']", "datum['curve']"))
+    out = i18n.translate_spec(filtered, catalog)["layer"][0]
+    assert out["encoding"]["color"]["scale"]["domain"] == ["sine", "cosine"] and "sine" in out["data"]["values"]
+
+
 def test_catalog_problems_names_missing_untranslated_and_fuzzy(tmp_path):
     templates, catalogs = tmp_path / "pot", tmp_path / "po"
     _po(templates / "book" / "a.pot", {"One.": "", "Two.": "", "Three.": "", "Four.": ""})
