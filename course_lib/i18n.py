@@ -287,6 +287,11 @@ def _translate_spec(spec: Any, catalog: Catalog, columns: tuple[str, ...], legen
             inner = key == "bind" or ("legend" if key == "color" and isinstance(value, dict)
                                       and value.get("field") in legend else in_bind if key == "scale" else False)
             out[key] = _translate_spec(value, catalog, columns, legend, inner)
+    options = spec.get("options")
+    if in_bind is True and isinstance(options, list) and "labels" not in spec:
+        labels = [catalog.gettext(o) if isinstance(o, str) else str(o) for o in options]
+        if labels != [str(o) for o in options]:  # a dropdown of words: its values stay, its labels are translated
+            out["labels"] = labels
     return out
 
 

@@ -141,6 +141,11 @@ def test_translate_spec_keeps_identifiers():
     assert out["encoding"]["x"] == {"field": "key", "title": "键（被读取）"}
     assert out["data"]["values"] == "head,caption\n0,头 0 读取\n"
     assert out["transform"] == spec["transform"] and spec["encoding"]["x"]["title"] == "key (read from)"
+    # a dropdown whose options are words and that has no labels gets translated labels; its values stay
+    words = {"bind": {"input": "select", "options": ["greedy", "beam", 3], "name": "strategy "}}
+    out = i18n.translate_spec(words, i18n.Catalog({"greedy": "贪心解码", "strategy": "策略"}))
+    assert out["bind"] == {"input": "select", "options": ["greedy", "beam", 3], "name": "策略 ",
+                           "labels": ["贪心解码", "beam", "3"]}
 
 
 def test_translate_spec_translates_a_legend_but_not_what_a_filter_reads():
