@@ -387,8 +387,8 @@ def _layer(records: Sequence[Mapping[str, Any]], controls: Sequence[Control], fi
 
 
 def explorer_bundle(chart, description: str) -> dict[str, Any]:
-    """The MIME bundle of an explorer: Vega-Lite for notebooks, HTML for the web book, text,
-    and the Chinese version for the book's Chinese edition (``course_lib.i18n``).
+    """The MIME bundle of an explorer: Vega-Lite for notebooks, text, the HTML of the web book and
+    its Chinese version (``course_lib.i18n.BOOK_MIME_TYPE`` and ``MIME_TYPE``, which only the book renders).
 
     The HTML calls ``vegaEmbed`` from the page's own scripts (the book loads
     Vega from ``_static/vendor/vega/``; see ``book/_ext/page_assets.py``) and
@@ -403,11 +403,11 @@ def explorer_bundle(chart, description: str) -> dict[str, Any]:
     zh_html = _explorer_html(i18n.translate_spec(spec, catalog), catalog.gettext(description),
                              catalog.gettext("interactive chart: it needs JavaScript"),
                              catalog.gettext("The chart could not be drawn:"))
+    html = _explorer_html(spec, description, "interactive chart: it needs JavaScript", "The chart could not be drawn:")
     return {
-        "application/vnd.vegalite.v5+json": spec,
-        "text/html": _explorer_html(spec, description, "interactive chart: it needs JavaScript",
-                                    "The chart could not be drawn:"),
+        "application/vnd.vegalite.v5+json": spec,  # what JupyterLab and Notebook draw
         "text/plain": f"<explorer: {description}>",
+        i18n.BOOK_MIME_TYPE: {"text/html": html},  # the web book (not text/html: JupyterLab would prefer it)
         i18n.MIME_TYPE: catalog.payload(**{"text/html": zh_html}),
     }
 

@@ -31,6 +31,14 @@ from typing import Any
 MIME_TYPE = "application/vnd.course.zh+json"
 """The MIME type of an output's Chinese version: a JSON object with ``image/png`` or ``text/html``."""
 
+BOOK_MIME_TYPE = "application/vnd.course.book+json"
+"""The MIME type of an output's version for the (English) web book: ``{"text/html": ...}``.
+
+An explorer's HTML for the web book calls the book's own Vega scripts. Under
+``text/html`` JupyterLab would prefer it to the Vega-Lite chart it can draw
+(it ranks HTML first), so the book's HTML travels under this type, which
+only the book renders."""
+
 LANGUAGE = "zh_CN"
 DOMAIN = "outputs"
 
@@ -450,21 +458,24 @@ def _build_language(renderer) -> str | None:
 
 
 class BookRenderer:
-    """MyST-NB plugin (entry point ``myst_nb.mime_renderers``): an output's Chinese version.
+    """MyST-NB plugin (entry point ``myst_nb.mime_renderers``): the book's versions of an output.
 
     In a build whose ``language`` is ``zh_CN`` the Chinese build's
     ``nb_mime_priority_overrides`` put :data:`MIME_TYPE` first, and this
     plugin draws its image (with the alternative text translated) or its
-    HTML. In other builds it renders nothing, so the usual image is chosen.
+    HTML. In the English build ``_config.yml`` puts :data:`BOOK_MIME_TYPE`
+    first and the plugin draws that HTML. Each is rendered only in its own
+    build, so elsewhere the usual image is chosen.
     """
 
     mime_priority_overrides: Sequence[tuple[str, str, int | None]] = ()
 
     @staticmethod
     def handle_mime(renderer, data, inline: bool):
-        if data.mime_type != MIME_TYPE:
+        if data.mime_type not in (MIME_TYPE, BOOK_MIME_TYPE):
             return None
-        if _build_language(renderer) != LANGUAGE or not isinstance(data.content, dict):
+        wanted = MIME_TYPE if _build_language(renderer) == LANGUAGE else BOOK_MIME_TYPE
+        if data.mime_type != wanted or not isinstance(data.content, dict):
             return []
         from myst_nb.core.render import MimeData
 

@@ -317,6 +317,17 @@ def _as_2d_array(matrix: Any):
     return array
 
 
+def _too_wide(ax, texts: Sequence[str]) -> bool:
+    """Whether the labels, written side by side, are wider than the axes (a rough width per character)."""
+    import matplotlib
+
+    fig = ax.get_figure()
+    axes_width = ax.get_position().width * fig.get_figwidth() * 72  # points
+    size = matplotlib.rcParams["xtick.labelsize"]
+    size = size if isinstance(size, (int, float)) else matplotlib.rcParams["font.size"]
+    return sum(len(t) + 1 for t in texts) * 0.6 * size > axes_width
+
+
 def plot_heatmap(
     matrix: Any,
     x_labels: Sequence[Any] | None = None,
@@ -408,7 +419,7 @@ def plot_heatmap(
         positions = list(range(count))
         texts = [str(label) for label in labels]
         if axis == "x":
-            rotate = 90 if max((len(t) for t in texts), default=0) > 3 else 0
+            rotate = 90 if max((len(t) for t in texts), default=0) > 3 or _too_wide(ax, texts) else 0
             ax.set_xticks(positions, texts, rotation=rotate, **font)
         else:
             ax.set_yticks(positions, texts, **font)

@@ -47,8 +47,10 @@ for (let i = 0; i < cells.length; i++) {{ const c = cells.get(i);
   if (c.type === 'code') out.push([c.executionCount, c.outputs.toJSON()]); }}
 return out;"""
 # The explorer's marks (bars, cells, lines, points; not its text) as one string.
-MARKS = """return Array.from(arguments[0].querySelectorAll('svg g[class*="mark-"]:not(.mark-text) path'),
-  m => (m.getAttribute('d') || '') + (m.getAttribute('fill') || '') + (m.getAttribute('transform') || '')).join('|');"""
+MARKS = """const svg = Array.from(arguments[0].querySelectorAll('svg g[class*="mark-"]:not(.mark-text) path'),
+  m => (m.getAttribute('d') || '') + (m.getAttribute('fill') || '') + (m.getAttribute('transform') || '')).join('|');
+// JupyterLab's Vega renderer draws on a canvas: then the picture itself
+return svg || Array.from(arguments[0].querySelectorAll('canvas'), c => c.toDataURL()).join('|');"""
 # Moves one control of a Vega chart (a select, a range, a checkbox) and tells Vega.
 MOVE = """const i = arguments[0];
 if (i.tagName === 'SELECT') { i.selectedIndex = (i.selectedIndex + 1) % i.options.length; }
@@ -163,9 +165,9 @@ def main(argv: list[str] | None = None) -> int:
                 for control in controls:
                     if control.get_attribute("type") == "radio":
                         continue
-                    before = browser.execute_script(MARKS, chart)
+                    marks = browser.execute_script(MARKS, chart)
                     browser.execute_script(MOVE, control)
-                    if not _wait(lambda: browser.execute_script(MARKS, chart) != before, 10, 0.5):
+                    if not _wait(lambda: browser.execute_script(MARKS, chart) != marks, 10, 0.5):
                         failures.append(f"moving control {control.get_attribute('name')!r} did not redraw the chart")
             browser.save_screenshot(args.out)
         finally:

@@ -289,3 +289,21 @@ def test_explorer_rejects_bad_static_settings(monkeypatch):
         viz.explorer_with_static(lambda: None, [])
     with pytest.raises(TypeError, match="dict of keyword arguments"):
         viz.explorer_with_static(lambda n: None, [3])
+
+
+def test_heatmap_turns_short_column_labels_when_they_do_not_fit():
+    """Short tokens side by side in a narrow panel would run together ("thecatsat"): they are turned."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from course_lib.viz import plot_heatmap
+
+    tokens = "the cat sat on the mat".split()
+    fig, axes = plt.subplots(1, 4, figsize=(8, 2.8))
+    plot_heatmap(np.eye(6), x_labels=tokens, y_labels=tokens, ax=axes[0], colorbar=False)
+    wide_fig, wide = plt.subplots(figsize=(5.5, 3.8))
+    plot_heatmap(np.eye(6), x_labels=tokens, y_labels=tokens, ax=wide, colorbar=False)
+    assert {t.get_rotation() for t in axes[0].get_xticklabels()} == {90.0}
+    assert {t.get_rotation() for t in wide.get_xticklabels()} == {0.0}
+    plt.close(fig)
+    plt.close(wide_fig)
