@@ -197,7 +197,7 @@ def test_inspector_timeout_gives_flags_not_a_hang(tmp_path, inspect):
 
 
 def test_a_slow_chapter_costs_only_its_own_inspection(tmp_path, inspect):
-    slow = make_notebook(tmp_path / "06_feed_forward.ipynb", *[magic_cell(300_000)] * 10)  # ~3 MB, seconds to parse
+    slow = make_notebook(tmp_path / "06_feed_forward.ipynb", *[magic_cell(300_000)] * 40)  # ~12 MB: well over 4 s to parse, also on a fast machine
     fast = make_notebook(tmp_path / "08_masks.ipynb", ("md", "intro"), "def causal_mask(n):\n    return n")
     start = time.monotonic()
     found = inspect({"06": slow, "08": fast}, {"06": exercises_of("06"), "08": exercises_of("08")}, timeout_s=4)
