@@ -82,7 +82,11 @@ class Catalog:
 
     messages: dict[str, str] = field(default_factory=dict)
     used: list[str] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)
+
+    @property
+    def missing(self) -> list[str]:
+        """The messages looked up that have no translation, in order."""
+        return [m for m in self.used if m not in self.messages]
 
     @classmethod
     def load(cls, path: Path | str | None = None) -> "Catalog":
@@ -102,24 +106,16 @@ class Catalog:
         """The translation of ``text``, or ``text`` itself when there is none (recorded as missing)."""
         if not isinstance(text, str) or not needs_translation(text):
             return text
-        if text in self.messages:
-            self._note(text, False)
-            return self.messages[text]
         pattern, numbers = number_pattern(text)
-        key = pattern if numbers else text
-        translated = self.messages.get(key)
-        self._note(key, translated is None)
-        if translated is None:
-            return text
-        for i, number in enumerate(numbers, start=1):
-            translated = translated.replace("{#%d}" % i, number)
-        return translated
-
-    def _note(self, key: str, missing: bool) -> None:
+        key = text if text in self.messages or not numbers else pattern
         if key not in self.used:
             self.used.append(key)
-        if missing and key not in self.missing:
-            self.missing.append(key)
+        translated = self.messages.get(key)
+        if translated is None:
+            return text
+        for i, number in enumerate(numbers if key == pattern else [], start=1):
+            translated = translated.replace("{#%d}" % i, number)
+        return translated
 
     def payload(self, **data: Any) -> dict[str, Any]:
         """The Chinese version of an output: ``data``, the messages looked up and the translations used.
@@ -137,7 +133,7 @@ class Catalog:
 def _texts_of(fig) -> list:
     from matplotlib.text import Text
 
-    return [t for t in fig.findobj(Text) if t.get_text()]
+    return list(fig.findobj(Text))
 
 
 def _tick_formatters(fig) -> list:
@@ -186,12 +182,13 @@ def translated_png(fig, catalog: Catalog) -> bytes:
         for axis, formatter in formatters:
             axis.set_major_formatter(_translating_formatter(formatter, catalog))
         for text, original, families in originals:
-            text.set_text(catalog.gettext(original))
-        for text in _all_texts(fig):  # a text keeps the fonts it was made with: add the Chinese one
-            families = [f for f in text.get_fontfamily() if f != family]
-            # mathtext draws a label's words outside $...$ in its first family only: Chinese first there
-            chinese_math = "$" in text.get_text() and _CJK.search(text.get_text())
-            text.set_fontfamily([family] + families if chinese_math else families + [family])
+            translated = catalog.gettext(original) if original else original
+            text.set_text(translated)
+            # a text keeps the fonts it was made with: add the Chinese one; mathtext draws a label's
+            # words outside $...$ in its first family only, so there the Chinese one comes first
+            others = [f for f in families if f != family]
+            chinese_math = "$" in translated and _CJK.search(translated)
+            text.set_fontfamily([family] + others if chinese_math else others + [family])
         return print_figure(fig, "png", bbox_inches="tight")
     finally:
         for text, original, families in originals:
@@ -201,14 +198,8 @@ def translated_png(fig, catalog: Catalog) -> bytes:
             axis.set_major_formatter(formatter)
 
 
-def _all_texts(fig) -> list:
-    from matplotlib.text import Text
-
-    return list(fig.findobj(Text))
-
-
 def figure_payload(fig, catalog: Catalog | None = None) -> dict[str, Any]:
-    """The Chinese version of a figure's output: ``{"image/png": base64, "msgids": [...]}``."""
+    """The Chinese version of a figure's output: ``{"image/png": base64, "msgids": [...], "translations": [...]}``."""
     catalog = Catalog.load() if catalog is None else catalog
     png = translated_png(fig, catalog)
     return catalog.payload(**{"image/png": base64.b64encode(png).decode("ascii")})
@@ -253,7 +244,7 @@ def translate_spec(spec: Any, catalog: Catalog, *, data_columns: Sequence[str] =
     of parameters and fields are identifiers and stay as they are.
     """
     legend = _legend_fields(spec)
-    return _translate_spec(spec, catalog, tuple(data_columns) + tuple(legend), legend, False)
+    return _translate_spec(spec, catalog, tuple(data_columns) + tuple(legend), legend, "")
 
 
 def _legend_fields(spec: Any) -> list[str]:
@@ -276,28 +267,37 @@ def _legend_fields(spec: Any) -> list[str]:
     return [f for f in dict.fromkeys(colours) if not any(f in expression for expression in filters)]
 
 
-def _translate_spec(spec: Any, catalog: Catalog, columns: tuple[str, ...], legend: list[str], in_bind: bool) -> Any:
+def _words(values: list, catalog: Catalog) -> list:
+    return [catalog.gettext(v) if isinstance(v, str) else v for v in values]
+
+
+def _translate_spec(spec: Any, catalog: Catalog, columns: tuple[str, ...], legend: list[str], context: str) -> Any:
+    """``context``: "bind" inside a control's binding, "legend" inside a legend's colour encoding, else ""."""
     if isinstance(spec, list):
-        return [_translate_spec(v, catalog, columns, legend, in_bind) for v in spec]
+        return [_translate_spec(v, catalog, columns, legend, context) for v in spec]
     if not isinstance(spec, dict):
         return spec
     out: dict[str, Any] = {}
     for key, value in spec.items():
-        if (key in _SPEC_TEXT_KEYS or key == "name" and in_bind) and isinstance(value, str):
+        if (key in _SPEC_TEXT_KEYS or key == "name" and context == "bind") and isinstance(value, str):
             out[key] = _keep_trailing_space(value, catalog)
         elif key in ("labels", "title") and isinstance(value, list):
-            out[key] = [catalog.gettext(v) if isinstance(v, str) else v for v in value]
+            out[key] = _words(value, catalog)
         elif key == "values" and isinstance(value, str) and spec.get("format", {}).get("type") == "csv":
             out[key] = _translate_csv(value, catalog, columns)
-        elif key == "domain" and isinstance(value, list) and in_bind == "legend":
-            out[key] = [catalog.gettext(v) if isinstance(v, str) else v for v in value]
+        elif key == "domain" and isinstance(value, list) and context == "legend":
+            out[key] = _words(value, catalog)
         else:
-            inner = key == "bind" or ("legend" if key == "color" and isinstance(value, dict)
-                                      and value.get("field") in legend else in_bind if key == "scale" else False)
+            if key == "bind":
+                inner = "bind"
+            elif key == "color" and isinstance(value, dict) and value.get("field") in legend:
+                inner = "legend"
+            else:
+                inner = context if key == "scale" else ""
             out[key] = _translate_spec(value, catalog, columns, legend, inner)
     options = spec.get("options")
-    if in_bind is True and isinstance(options, list) and "labels" not in spec:
-        labels = [catalog.gettext(o) if isinstance(o, str) else str(o) for o in options]
+    if context == "bind" and isinstance(options, list) and "labels" not in spec:
+        labels = [str(label) for label in _words(options, catalog)]
         if labels != [str(o) for o in options]:  # a dropdown of words: its values stay, its labels are translated
             out["labels"] = labels
     return out
@@ -342,26 +342,26 @@ def translate_questions(questions: Sequence[Mapping[str, Any]], catalog: Catalog
 # --- catalogs: templates and the drift gate ------------------------------------
 
 
+def _cells(path: Path) -> list[dict[str, Any]]:
+    return json.loads(Path(path).read_text(encoding="utf-8")).get("cells", [])
+
+
+def _payloads(cell: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The Chinese versions among a cell's outputs."""
+    found = (output.get("data", {}).get(MIME_TYPE) for output in cell.get("outputs", []))
+    return [p for p in found if isinstance(p, dict)]
+
+
 def output_messages(notebooks: Iterable[Path]) -> list[str]:
     """Every English string the notebooks' Chinese outputs looked up, and every figure's alt text."""
-    seen: list[str] = []
-
-    def add(text: str) -> None:
-        if text and needs_translation(text) and text not in seen:
-            seen.append(text)
-
+    found: list[str] = []
     for path in notebooks:
-        nb = json.loads(Path(path).read_text(encoding="utf-8"))
-        for cell in nb.get("cells", []):
+        for cell in _cells(path):
             alt = cell.get("metadata", {}).get("mystnb", {}).get("image", {}).get("alt")
-            if isinstance(alt, str):
-                add(alt)
-            for output in cell.get("outputs", []):
-                payload = output.get("data", {}).get(MIME_TYPE)
-                if isinstance(payload, dict):
-                    for msgid in payload.get("msgids", []):
-                        add(msgid)
-    return seen
+            found += [alt] if isinstance(alt, str) else []
+            for payload in _payloads(cell):
+                found += payload.get("msgids", [])
+    return [text for text in dict.fromkeys(found) if text and needs_translation(text)]
 
 
 def stale_outputs(notebooks: Iterable[Path], catalog: Catalog) -> dict[str, list[str]]:
@@ -372,16 +372,12 @@ def stale_outputs(notebooks: Iterable[Path], catalog: Catalog) -> dict[str, list
     """
     stale: dict[str, list[str]] = {}
     for path in notebooks:
-        nb = json.loads(Path(path).read_text(encoding="utf-8"))
-        for cell in nb.get("cells", []):
-            for output in cell.get("outputs", []):
-                payload = output.get("data", {}).get(MIME_TYPE)
-                if not isinstance(payload, dict):
-                    continue
-                used = payload.get("translations") or [None] * len(payload.get("msgids", []))
-                for msgid, then in zip(payload.get("msgids", []), used):
-                    if catalog.messages.get(msgid) != then and msgid not in stale.get(str(path), []):
-                        stale.setdefault(str(path), []).append(msgid)
+        changed = [msgid for cell in _cells(path) for payload in _payloads(cell)
+                   for msgid, then in zip(payload.get("msgids", []),
+                                          payload.get("translations") or [None] * len(payload.get("msgids", [])))
+                   if catalog.messages.get(msgid) != then]
+        if changed:
+            stale[str(path)] = list(dict.fromkeys(changed))
     return stale
 
 

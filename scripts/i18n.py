@@ -354,7 +354,8 @@ def preview(out: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("update", "check", "stat", "build", "extract", "terms", "preview"))
-    parser.add_argument("--out", type=Path, default=ROOT / "_build" / "gettext", help="extract: where the .pot files go; preview: the output folder")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="extract: where the .pot files go (_build/gettext); preview: the output folder (_build/zh_preview)")
     args = parser.parse_args(argv)
     if args.command == "update":
         update()
@@ -365,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "build":
         build()
     elif args.command == "preview":
-        return preview(args.out if args.out != ROOT / "_build" / "gettext" else ROOT / "_build" / "zh_preview")
+        return preview(args.out or ROOT / "_build" / "zh_preview")
     elif args.command == "terms":
         problems, stale = term_problems()
         for p in problems:
@@ -375,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(problems)} term problems, {len(stale)} stale exceptions")
         return 1 if problems or stale else 0
     else:
-        print(extract(args.out))
+        print(extract(args.out or ROOT / "_build" / "gettext"))
     return 0
 
 
