@@ -283,6 +283,20 @@ def _prose_only(text: str) -> str:
     return text
 
 
+_IDENTIFIER_TUPLE = r"\((?:[A-Za-z_][\w.]*|\{#\d+\}|\d+)(?:,\s*(?:[A-Za-z_][\w.]*|\{#\d+\}|\d+))+\)"
+
+
+def _outputs_prose(text: str) -> str:
+    """An ``outputs.po`` message without what is code there (it has no backticks): shape
+    tuples such as ``(batch, q_len, k_len)``, ``name=`` arguments and dotted or
+    underscored identifiers (``nn.Embedding``, ``seq_len``)."""
+    import re
+
+    text = re.sub(_IDENTIFIER_TUPLE, " ", text)
+    text = re.sub(r"\b[A-Za-z_]\w*=", " ", text)
+    return re.sub(r"\b[A-Za-z_]\w*(?:[._]\w+)+", " ", text)
+
+
 def _term_regex(term: str):
     import re
 
@@ -292,15 +306,41 @@ def _term_regex(term: str):
     return re.compile(r"(?<![A-Za-z0-9_-])(?:" + body + plural + r")(?![A-Za-z0-9_])", flags)
 
 
-def term_problems(catalogs: Path = CATALOGS) -> tuple[list[str], list[str]]:
-    """(problems, stale exceptions): entries whose English uses a glossary term
-    and whose Chinese uses none of its accepted forms.
+def _catalog_files(catalogs: Path) -> list[Path]:
+    """The page catalogs and the outputs catalog (figures, explorers, quizzes, alternative text)."""
+    files = sorted((catalogs / "book").glob("*.po"))
+    outputs = catalogs / f"{OUTPUTS_DOMAIN}.po"
+    return files + ([outputs] if outputs.exists() else [])
 
-    ``locales/zh_CN/terms.yml`` lists ``alternatives`` (term: more accepted
-    Chinese forms) and ``exceptions`` (term, file, a piece of the English
-    message, why: the term is used in another sense there). An exception that
-    matches nothing is reported as stale.
+
+def _excepted(exceptions: list[dict], used: list[bool], key: str, value: str, name: str, english: str) -> bool:
+    """Whether an exception (``key``: ``value``, file, a piece of the English) covers this entry;
+    marks the exceptions that did."""
+    hit = [i for i, e in enumerate(exceptions)
+           if e.get(key) == value and e.get("file") in (name, "*") and str(e.get("contains", "")) in english]
+    for i in hit:
+        used[i] = True
+    return bool(hit)
+
+
+def term_problems(catalogs: Path = CATALOGS) -> tuple[list[str], list[str]]:
+    """(problems, stale exceptions) of the term base, in the page catalogs and in ``outputs.po``.
+
+    Two kinds of problem: an entry whose English uses a term (the glossary's, or one of
+    ``terms`` in ``locales/zh_CN/terms.yml``) and whose Chinese uses none of its accepted
+    forms; and an entry whose Chinese prose (outside code and math) uses a form that
+    terms.yml's ``avoid`` lists (one concept, one name: 批量 where the book says 批次).
+
+    terms.yml lists ``terms`` (English term: its Chinese forms, for names the book fixes
+    outside the glossary), ``alternatives`` (term: more accepted Chinese forms),
+    ``alternatives_in`` (file: term: more forms accepted in that file only), ``avoid``
+    (a regular expression on the Chinese, the form to use instead, why, optionally the
+    files it applies to) and ``exceptions``
+    (``term`` or ``avoid``, file, a piece of the English message, why: the word is used in
+    another sense there). An exception that matches nothing is reported as stale.
     """
+    import re
+
     import yaml
     from babel.messages.pofile import read_po
 
@@ -308,34 +348,40 @@ def term_problems(catalogs: Path = CATALOGS) -> tuple[list[str], list[str]]:
     alternatives = {k: list(v) for k, v in (rules.get("alternatives") or {}).items()}
     exceptions = list(rules.get("exceptions") or [])
     used = [False] * len(exceptions)
-    terms = [(t, forms + alternatives.get(t, []), _term_regex(t)) for t, forms in glossary_terms()]
+    base = glossary_terms() + [(t, list(forms)) for t, forms in (rules.get("terms") or {}).items()]
+    terms = [(t, forms + alternatives.get(t, []), _term_regex(t)) for t, forms in base]
+    local = {name: {k: list(v) for k, v in forms.items()} for name, forms in (rules.get("alternatives_in") or {}).items()}
+    avoid = [(a["avoid"], re.compile(a["avoid"]), a.get("use", ""), a.get("files")) for a in rules.get("avoid") or []]
     term_cells = {t for t, _ in glossary_terms()}
     problems: list[str] = []
-    for po_path in sorted((catalogs / "book").glob("*.po")):
+    for po_path in _catalog_files(catalogs):
         with po_path.open("rb") as f:
             po = read_po(f)
         name = po_path.name
         for message in po:
             if not message.id or not message.string or message.fuzzy:
                 continue
-            english = message.id
-            if message.string == english:
+            english = message.id if isinstance(message.id, str) else message.id[0]
+            chinese = message.string if isinstance(message.string, str) else message.string[0]
+            if chinese == english:
                 continue  # kept as it is on purpose (a formula, a name)
             if name == "glossary.po" and (english in term_cells or english.split(" (")[0] in term_cells
                                           or " / " in english and english.split(" / ")[0] in term_cells):
                 continue  # the table's English column stays English
-            prose = _prose_only(english)
+            prose = _prose_only(english) if name != f"{OUTPUTS_DOMAIN}.po" else _outputs_prose(english)
             for term, forms, regex in terms:
-                if not regex.search(prose) or any(f in message.string for f in forms):
+                forms = forms + local.get(name, {}).get(term, [])
+                if not regex.search(prose) or any(f in chinese for f in forms):
                     continue
-                hit = [i for i, e in enumerate(exceptions)
-                       if e.get("term") == term and e.get("file") in (name, "*") and str(e.get("contains", "")) in english]
-                if hit:
-                    for i in hit:
-                        used[i] = True
-                    continue
-                problems.append(f"{name}: {term!r} -> expected one of {forms} in the translation of: "
-                                f"{english[:100]!r}")
+                if not _excepted(exceptions, used, "term", term, name, english):
+                    problems.append(f"{name}: {term!r} -> expected one of {forms} in the translation of: "
+                                    f"{english[:100]!r}")
+            chinese_prose = _prose_only(chinese)
+            for pattern, regex, use, files in avoid:
+                found = regex.search(chinese_prose) if files is None or name in files else None
+                if found and not _excepted(exceptions, used, "avoid", pattern, name, english):
+                    problems.append(f"{name}: {found.group(0)!r} -> the book says {use!r} in the translation of: "
+                                    f"{english[:100]!r}")
     stale = [f"{e}" for e, u in zip(exceptions, used) if not u]
     return problems, stale
 
