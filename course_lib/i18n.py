@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from course_lib.viz import SOURCE_CAPTION
+
 MIME_TYPE = "application/vnd.course.zh+json"
 """The MIME type of an output's Chinese version: a JSON object with ``image/png`` or ``text/html``."""
 
@@ -339,6 +341,38 @@ def translate_questions(questions: Sequence[Mapping[str, Any]], catalog: Catalog
     return out
 
 
+# --- listing captions ------------------------------------------------------------
+
+_CAPTION = re.compile(r"\A`(?P<name>[^`\n]+)` from `(?P<path>[^`,\n]+)(?:`, lines |, lines )"
+                      r"(?P<first>\d+)\u2013(?P<last>\d+)`?(?=\n)")
+"""The first line of :meth:`course_lib.viz.SourceCode._repr_markdown_` (and of its older form,
+with the words inside the code span: ``from `path, lines A-B` ``)."""
+
+
+def _text(value: Any) -> str:
+    return "".join(value) if isinstance(value, list) else value if isinstance(value, str) else ""
+
+
+def source_caption(markdown: str) -> dict[str, str] | None:
+    """The fields (name, path, first, last) of a listing's caption line, or None."""
+    match = _CAPTION.match(markdown or "")
+    return match.groupdict() if match else None
+
+
+def translate_listing(markdown: str, catalog: Catalog) -> str:
+    """A listing's markdown with its caption line in the catalog's words (the code unchanged);
+    ``markdown`` itself when it is no listing or the caption has no (usable) translation."""
+    fields = source_caption(markdown)
+    words = catalog.messages.get(SOURCE_CAPTION)
+    if fields is None or not words:
+        return markdown
+    try:
+        caption = words.format(**fields)
+    except (KeyError, IndexError, ValueError):
+        return markdown
+    return caption + markdown[_CAPTION.match(markdown).end():]
+
+
 # --- catalogs: templates and the drift gate ------------------------------------
 
 
@@ -353,7 +387,8 @@ def _payloads(cell: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def output_messages(notebooks: Iterable[Path]) -> list[str]:
-    """Every English string the notebooks' Chinese outputs looked up, and every figure's alt text."""
+    """Every English string the notebooks' Chinese outputs looked up, every figure's alt text,
+    and the listing caption's words when a notebook shows a listing."""
     found: list[str] = []
     for path in notebooks:
         for cell in _cells(path):
@@ -361,6 +396,8 @@ def output_messages(notebooks: Iterable[Path]) -> list[str]:
             found += [alt] if isinstance(alt, str) else []
             for payload in _payloads(cell):
                 found += payload.get("msgids", [])
+            if any(source_caption(_text(o.get("data", {}).get("text/markdown"))) for o in cell.get("outputs", [])):
+                found.append(SOURCE_CAPTION)
     return [text for text in dict.fromkeys(found) if text and needs_translation(text)]
 
 
@@ -468,6 +505,8 @@ class BookRenderer:
 
     @staticmethod
     def handle_mime(renderer, data, inline: bool):
+        if data.mime_type == "text/markdown" and _build_language(renderer) == LANGUAGE:
+            return BookRenderer._listing(renderer, data)
         if data.mime_type not in (MIME_TYPE, BOOK_MIME_TYPE):
             return None
         wanted = MIME_TYPE if _build_language(renderer) == LANGUAGE else BOOK_MIME_TYPE
@@ -490,3 +529,16 @@ class BookRenderer:
                         node["alt"] = catalog.gettext(node["alt"])
                 return nodes
         return []
+
+    @staticmethod
+    def _listing(renderer, data):
+        """A listing (``show_source``) with its caption in Chinese; None for other markdown."""
+        text = _text(data.content)
+        if source_caption(text) is None:
+            return None
+        from myst_nb.core.render import MimeData
+
+        inner = MimeData("text/markdown", translate_listing(text, Catalog.load()), cell_metadata=data.cell_metadata,
+                         output_metadata=data.output_metadata, cell_index=data.cell_index,
+                         output_index=data.output_index, line=data.line)
+        return renderer.render_markdown(inner)

@@ -60,6 +60,11 @@ CJK_FONT_FILE = Path(__file__).parent / "fonts" / "NotoSansSC-Regular-subset.ttf
 # ---------------------------------------------------------------------------
 
 
+SOURCE_CAPTION = "`{name}` from `{path}`, lines {first}\u2013{last}"
+"""The line above a listing: the words stay outside the code spans, so that the Chinese
+edition translates them (``outputs.po``; :class:`course_lib.i18n.BookRenderer`)."""
+
+
 @dataclass(frozen=True)
 class SourceCode:
     """The source text of one Python object, with where it came from.
@@ -86,12 +91,17 @@ class SourceCode:
         """``"path, lines A-B"``: where to find the code in the repository."""
         return f"{self.path}, lines {self.first_line}\u2013{self.last_line}"
 
+    @property
+    def caption(self) -> str:
+        """The line above the listing: ``"`name` from `path`, lines A-B"`` (:data:`SOURCE_CAPTION`)."""
+        return SOURCE_CAPTION.format(name=self.name, path=self.path, first=self.first_line, last=self.last_line)
+
     def _repr_markdown_(self) -> str:
         # A fence longer than any backtick run inside the code, so that code
         # containing ``` (in a docstring, say) cannot end the block early.
         longest = max((len(m) for m in re.findall(r"`+", self.code)), default=0)
         fence = "`" * max(3, longest + 1)
-        return f"`{self.name}` from `{self.location}`\n\n{fence}python\n{self.code}\n{fence}\n"
+        return f"{self.caption}\n\n{fence}python\n{self.code}\n{fence}\n"
 
     def __str__(self) -> str:
         return f"# {self.name} ({self.location})\n{self.code}"

@@ -132,7 +132,7 @@ def test_markdown_repr_is_a_python_block_that_cannot_be_closed_early():
     markdown = source._repr_markdown_()
     assert "```" in source.code
     assert "\n````python\n" in markdown and markdown.rstrip().endswith("````")
-    assert source.location in markdown
+    assert markdown.startswith(f"`_documented` from `{source.path}`, lines {source.first_line}\u2013{source.last_line}\n")
     plain = viz.get_source(causal_mask)._repr_markdown_()
     assert "\n```python\n" in plain
 
