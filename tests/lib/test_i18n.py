@@ -202,6 +202,75 @@ def test_term_check_flags_a_term_translated_otherwise(tmp_path, monkeypatch):
     assert problems == [] and len(stale) == 1 and "nowhere" in stale[0]
 
 
+def test_term_check_covers_outputs_and_enforces_one_name_per_concept(tmp_path, monkeypatch):
+    script = _load_script("i18n")
+    catalogs = tmp_path / "po"
+    _po(catalogs / "book" / "03_x.po", {
+        "Here is the library's implementation:": "下面是库中的实现：",          # the term "library" missing
+        "The library checks it.": "课程库会检查它。",
+        "Run it in the notebook.": "在 notebook 中运行它。",                # "notebook" missing and avoided
+        "One batch (d2l-zh says otherwise).": "一个批次（《动手学深度学习》称“批量”）。",  # gloss: not avoided
+        "A batched product.": "一次批量乘积。",                             # avoided form
+        "The source is reversed.": "源序列被反转。",
+    })
+    _po(catalogs / "book" / "11_pitfalls.po", {"The source is reversed.": "源序列被反转。",
+                                               "the source language": "源语言"})
+    _po(catalogs / "outputs.po", {"entropy (nats)": "熵（nats）", "shape (batch, q_len)": "形状 (batch, q_len)"})
+    rules = tmp_path / "terms.yml"
+    rules.write_text(
+        "terms:\n  library: [课程库]\n  notebook: [笔记本]\n  nats: [奈特]\n"
+        "avoid:\n  - {avoid: '批量', use: 批次}\n  - {avoid: '(?i)notebook', use: 笔记本}\n"
+        "  - {avoid: '源语言', use: 源序列, files: [11_pitfalls.po]}\n"
+        "alternatives_in:\n  11_pitfalls.po:\n    source: [源序列]\n", encoding="utf-8")
+    monkeypatch.setattr(script, "TERMS_FILE", rules)
+    problems, stale = script.term_problems(catalogs)
+    text = "\n".join(problems)
+    assert "03_x.po: 'library'" in text and "The library checks it" not in text
+    assert "03_x.po: 'notebook' ->" in text and "03_x.po: 'notebook' -> the book says" in text
+    assert "'批量' -> the book says '批次'" in text and "One batch" not in text
+    assert "outputs.po: 'nats'" in text, "outputs.po is checked too"
+    assert "shape (batch" not in text, "a shape tuple in outputs.po is code"
+    # "source" (源语言 in the glossary) is accepted as 源序列 in chapter 11 only, where 源语言 is avoided
+    assert "03_x.po: 'source'" in text and "11_pitfalls.po: 'source'" not in text
+    assert "11_pitfalls.po: '源语言' -> the book says '源序列'" in text
+    assert len(problems) == 7, problems
+
+
+def test_words_in_a_formula_may_be_translated_but_not_its_names(tmp_path):
+    script = _load_script("i18n")
+    catalogs = tmp_path / "po"
+    _po(catalogs / "book" / "x.po", {
+        "Check $\\text{weights} \\cdot I = \\text{weights}$ here.": "验证 $\\text{权重} \\cdot I = \\text{权重}$。",
+        "Roughly $H \\approx \\log(\\text{number of keys})$.": "约为 $H \\approx \\log(\\text{number of key})$。",
+        "Width $d_\\text{model}$.": "宽度 $d_\\text{模型}$。",
+        "Also $\\text{weights} \\cdot I$.": "还有 $\\text{权重} \\cdot J$。",
+    })
+    problems = script.markup_problems(catalogs)
+    joined = "\n".join(problems)
+    assert len(problems) == 3, problems
+    assert "Check" not in joined and all(w in joined for w in ("number of keys", "d_\\\\text{model}", "Also"))
+
+
+def test_listing_captions_are_translated_in_the_chinese_build(tmp_path):
+    from course_lib import viz
+    from course_lib.masks import causal_mask
+
+    markdown = viz.get_source(causal_mask)._repr_markdown_()
+    fields = i18n.source_caption(markdown)
+    assert fields and fields["path"] == "course_lib/masks.py" and markdown.index("`, lines ") > 0
+    old = "`f` from `course_lib/x.py, lines 3\u20139`\n\n```python\nx = 1\n```\n"  # notebooks run before the change
+    assert i18n.source_caption(old) == {"name": "f", "path": "course_lib/x.py", "first": "3", "last": "9"}
+    assert i18n.source_caption("`f` from somewhere\n") is None and i18n.source_caption("") is None
+    catalog = i18n.Catalog({i18n.SOURCE_CAPTION: "`{name}`，位于 `{path}` 第 {first}–{last} 行"})
+    assert i18n.translate_listing(old, catalog) == "`f`，位于 `course_lib/x.py` 第 3–9 行\n\n```python\nx = 1\n```\n"
+    assert i18n.translate_listing(old, i18n.Catalog()) == old, "no translation: the English"
+    assert i18n.translate_listing(old, i18n.Catalog({i18n.SOURCE_CAPTION: "{nom}"})) == old, "a broken one too"
+    nb = tmp_path / "n.ipynb"
+    nb.write_text(json.dumps({"cells": [{"cell_type": "code", "metadata": {}, "outputs": [
+        {"output_type": "display_data", "data": {"text/markdown": old.splitlines(keepends=True)}}]}]}), encoding="utf-8")
+    assert i18n.output_messages([nb]) == [i18n.SOURCE_CAPTION], "the caption's words go into outputs.pot"
+
+
 class _FakeConfig:
     def __init__(self, language):
         self.language = language
@@ -217,6 +286,9 @@ class _FakeRenderer:
     def render_text_html(self, data):
         return [("html", data.content)]
 
+    def render_markdown(self, data):
+        return [("markdown", data.content)]
+
 
 def test_book_renderer_only_in_the_chinese_build():
     pytest.importorskip("myst_nb")
@@ -226,6 +298,11 @@ def test_book_renderer_only_in_the_chinese_build():
     assert i18n.BookRenderer.handle_mime(_FakeRenderer("en"), data, False) == []
     assert i18n.BookRenderer.handle_mime(_FakeRenderer("zh_CN"), data, False) == [("html", "<p>中文</p>")]
     assert i18n.BookRenderer.handle_mime(_FakeRenderer("zh_CN"), MimeData("text/plain", "x"), False) is None
+    listing = "`f` from `course_lib/x.py`, lines 3\u20139\n\n```python\nx = 1\n```\n"
+    assert i18n.BookRenderer.handle_mime(_FakeRenderer("en"), MimeData("text/markdown", listing), False) is None
+    assert i18n.BookRenderer.handle_mime(_FakeRenderer("zh_CN"), MimeData("text/markdown", "*other*"), False) is None
+    nodes = i18n.BookRenderer.handle_mime(_FakeRenderer("zh_CN"), MimeData("text/markdown", listing), False)
+    assert nodes[0][0] == "markdown" and nodes[0][1].startswith("`f`，") and "```python\nx = 1" in nodes[0][1]
 
 
 def test_language_links_point_at_the_same_page():
