@@ -212,6 +212,7 @@ def test_term_check_covers_outputs_and_enforces_one_name_per_concept(tmp_path, m
         "One batch (d2l-zh says otherwise).": "一个批次（《动手学深度学习》称“批量”）。",  # gloss: not avoided
         "A batched product.": "一次批量乘积。",                             # avoided form
         "The source is reversed.": "源序列被反转。",
+        "The source sentence.": "源语言句子。",
     })
     _po(catalogs / "book" / "11_pitfalls.po", {"The source is reversed.": "源序列被反转。",
                                                "the source language": "源语言"})
@@ -232,7 +233,7 @@ def test_term_check_covers_outputs_and_enforces_one_name_per_concept(tmp_path, m
     assert "shape (batch" not in text, "a shape tuple in outputs.po is code"
     # "source" (源语言 in the glossary) is accepted as 源序列 in chapter 11 only, where 源语言 is avoided
     assert "03_x.po: 'source'" in text and "11_pitfalls.po: 'source'" not in text
-    assert "11_pitfalls.po: '源语言' -> the book says '源序列'" in text
+    assert "11_pitfalls.po: '源语言' -> the book says '源序列'" in text and "The source sentence" not in text
     assert len(problems) == 7, problems
 
 
