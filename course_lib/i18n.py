@@ -505,8 +505,8 @@ class BookRenderer:
 
     @staticmethod
     def handle_mime(renderer, data, inline: bool):
-        if data.mime_type == "text/markdown" and _build_language(renderer) == LANGUAGE:
-            return BookRenderer._listing(renderer, data)
+        if data.mime_type == "text/markdown":
+            return BookRenderer._listing(renderer, data, _build_language(renderer) == LANGUAGE)
         if data.mime_type not in (MIME_TYPE, BOOK_MIME_TYPE):
             return None
         wanted = MIME_TYPE if _build_language(renderer) == LANGUAGE else BOOK_MIME_TYPE
@@ -531,14 +531,27 @@ class BookRenderer:
         return []
 
     @staticmethod
-    def _listing(renderer, data):
-        """A listing (``show_source``) with its caption in Chinese; None for other markdown."""
+    def _listing(renderer, data, chinese: bool):
+        """A listing (``show_source``), its caption in Chinese in the Chinese build; None for other markdown.
+
+        The caption is marked not translatable, so that the page catalogs do not get one
+        entry per listing (whose line numbers change with every edit of the library):
+        its words are one entry of ``outputs.po``, translated here.
+        """
         text = _text(data.content)
         if source_caption(text) is None:
             return None
+        from docutils import nodes as docutils_nodes
         from myst_nb.core.render import MimeData
 
-        inner = MimeData("text/markdown", translate_listing(text, Catalog.load()), cell_metadata=data.cell_metadata,
-                         output_metadata=data.output_metadata, cell_index=data.cell_index,
-                         output_index=data.output_index, line=data.line)
-        return renderer.render_markdown(inner)
+        inner = MimeData("text/markdown", translate_listing(text, Catalog.load()) if chinese else text,
+                         cell_metadata=data.cell_metadata, output_metadata=data.output_metadata,
+                         cell_index=data.cell_index, output_index=data.output_index, line=data.line)
+        rendered = renderer.render_markdown(inner)
+        for node in rendered:
+            if isinstance(node, docutils_nodes.Node):
+                caption = next(iter(node.findall(docutils_nodes.paragraph)), None)
+                if caption is not None:
+                    caption["translatable"] = False
+                    break
+        return rendered

@@ -300,7 +300,8 @@ def test_book_renderer_only_in_the_chinese_build():
     assert i18n.BookRenderer.handle_mime(_FakeRenderer("zh_CN"), data, False) == [("html", "<p>中文</p>")]
     assert i18n.BookRenderer.handle_mime(_FakeRenderer("zh_CN"), MimeData("text/plain", "x"), False) is None
     listing = "`f` from `course_lib/x.py`, lines 3\u20139\n\n```python\nx = 1\n```\n"
-    assert i18n.BookRenderer.handle_mime(_FakeRenderer("en"), MimeData("text/markdown", listing), False) is None
+    assert i18n.BookRenderer.handle_mime(_FakeRenderer("en"), MimeData("text/markdown", listing), False) == [
+        ("markdown", listing)], "the English build gets the listing as it is (its caption not translatable)"
     assert i18n.BookRenderer.handle_mime(_FakeRenderer("zh_CN"), MimeData("text/markdown", "*other*"), False) is None
     nodes = i18n.BookRenderer.handle_mime(_FakeRenderer("zh_CN"), MimeData("text/markdown", listing), False)
     assert nodes[0][0] == "markdown" and nodes[0][1].startswith("`f`，") and "```python\nx = 1" in nodes[0][1]
