@@ -182,6 +182,7 @@ def test_term_check_flags_a_term_translated_otherwise(tmp_path, monkeypatch):
     terms = dict(script.glossary_terms())
     assert terms["causal mask"] == terms["look-ahead mask"] and "因果掩码" in terms["causal mask"]
     assert "BLEU" in terms["BLEU"] and "后置层归一化" in terms["Post-LN"]
+    assert terms["batch"] == ["批次"], "the glossary's table of 《动手学深度学习》's names adds no accepted form"
     catalogs = tmp_path / "po"
     _po(catalogs / "book" / "x.po", {
         "The causal mask hides the future.": "因果掩码遮住未来。",
