@@ -297,6 +297,21 @@ def glossary_terms() -> list[tuple[str, list[str]]]:
     return terms
 
 
+def d2l_names() -> list[tuple[str, str, str]]:
+    """(English, the course's Chinese, 《动手学深度学习》's Chinese) for each row of the glossary's
+    last table (three columns, so :func:`glossary_terms` does not read it)."""
+    rows, inside = [], False
+    for line in (ROOT / "book" / "glossary.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[2] == "《动手学深度学习》":
+            inside = True
+        elif inside and len(cells) == 3 and not set(cells[0]) <= set("-"):
+            rows.append((cells[0], cells[1], cells[2]))
+        elif inside and not line.strip().startswith("|"):
+            inside = False
+    return rows
+
+
 def _prose_only(text: str) -> str:
     """``text`` without inline code, math, roles' targets and link addresses."""
     import re
@@ -416,6 +431,24 @@ def term_problems(catalogs: Path = CATALOGS) -> tuple[list[str], list[str]]:
     return problems, stale
 
 
+def d2l_problems(catalogs: Path = CATALOGS) -> list[str]:
+    """Names of 《动手学深度学习》 (the glossary's last table) that no translation glosses
+    (``（《动手学深度学习》称“强制教学”）``): each belongs where the book first uses the term."""
+    import re
+
+    from babel.messages.pofile import read_po
+
+    glossed = []
+    for po_path in _catalog_files(catalogs):
+        with po_path.open("rb") as f:
+            glossed += [m.group(0) for message in read_po(f) if isinstance(message.string, str) and not message.fuzzy
+                        for m in re.finditer(D2L_GLOSS, message.string)]
+    text = " ".join(glossed)
+    return [f"no translation glosses {english!r} with 《动手学深度学习》's name “{other}” (the glossary's last "
+            "table): add it where the book first uses the term" for english, _, other in d2l_names()
+            if f"“{other}”" not in text]
+
+
 def preview(out: Path) -> int:
     """The Chinese book from the committed outputs (nothing executed) at ``out``: to check translations."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -445,6 +478,7 @@ def main(argv: list[str] | None = None) -> int:
         return preview(args.out or ROOT / "_build" / "zh_preview")
     elif args.command == "terms":
         problems, stale = term_problems()
+        problems += d2l_problems()
         for p in problems:
             print(p)
         for e in stale:

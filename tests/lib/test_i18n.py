@@ -238,6 +238,17 @@ def test_term_check_covers_outputs_and_enforces_one_name_per_concept(tmp_path, m
     assert len(problems) == 7, problems
 
 
+def test_every_name_of_the_other_book_is_glossed_somewhere(tmp_path):
+    script = _load_script("i18n")
+    names = script.d2l_names()
+    assert ("teacher forcing", "教师强制", "强制教学") in names and len(names) >= 10
+    catalogs = tmp_path / "po"
+    _po(catalogs / "book" / "x.po", {f"Use {e}.": f"用{zh}（《动手学深度学习》称“{other}”）。" for e, zh, other in names[1:]})
+    problems = script.d2l_problems(catalogs)
+    assert len(problems) == 1 and f"“{names[0][2]}”" in problems[0]
+    assert script.d2l_problems(script.CATALOGS) == [], "the book's catalogs gloss every one"
+
+
 def test_words_in_a_formula_may_be_translated_but_not_its_names(tmp_path):
     script = _load_script("i18n")
     catalogs = tmp_path / "po"
