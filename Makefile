@@ -27,7 +27,13 @@ $(STAMP): pyproject.toml course_lib/__init__.py  # __init__.py holds the version
 	$(PY) -m pip install --quiet $(PIP_EXTRA) -e ".[dev]"
 	touch $(STAMP)
 
-install: $(STAMP)
+# JupyterLab in this environment shows Chinese with the course's font (no system CJK font needed).
+LABFONT := $(VENV)/etc/jupyter/.course-lab-font
+$(LABFONT): $(STAMP) scripts/install_lab_font.py
+	$(PY) scripts/install_lab_font.py
+	touch $(LABFONT)
+
+install: $(STAMP) $(LABFONT)
 
 book: $(STAMP)
 	$(TIMED) "vendor offline JavaScript" scripts/vendor_js.sh
@@ -39,13 +45,13 @@ book: $(STAMP)
 test-lib: $(STAMP)
 	$(TIMED) "library tests" $(PY) -m pytest tests/lib -q
 
-test: $(STAMP)
+test: $(STAMP) $(LABFONT)
 	scripts/test_all.sh $(PY)
 
 # JupyterLab with the course's environment, opened on the repository (chapters in
 # book/, exercises in exercises/). Extra options: make lab LAB_ARGS="--no-browser --port 8889"
 LAB_ARGS ?=
-lab: $(STAMP)
+lab: $(STAMP) $(LABFONT)
 	$(VENV)/bin/jupyter lab $(LAB_ARGS)
 
 clean:

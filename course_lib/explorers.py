@@ -142,6 +142,36 @@ def _check_records(records: Sequence[Mapping[str, Any]], controls: Sequence[Cont
             raise ValueError(f"no record has {c.field} = {absent[0]!r} (an option of its control)")
 
 
+def _marks(records: Sequence[Mapping[str, Any]], controls: Sequence[Control], state: Mapping[str, Any]) -> list:
+    """What the chart draws in ``state`` (a value per control field): the records that pass its
+    filter (the controls whose field the records carry), without the controls' fields, sorted."""
+    mine = [c for c in controls if c.field in records[0]]
+    shown = [r for r in records if all(_same(r[c.field], state[c.field]) for c in mine)]
+    return sorted(repr(sorted((k, v) for k, v in r.items() if all(k != c.field for c in mine))) for r in shown)
+
+
+def _check_controls_act(layers: Sequence[Sequence[Mapping[str, Any]]], controls: Sequence[Control]) -> None:
+    """Refuse an explorer with a control that changes nothing from the chart's starting state.
+
+    A reader's first move of a control should change the picture: for each
+    control, at least one of its other options must draw different marks
+    (``layers``: the records of each drawn layer; captions do not count).
+    A control that acts only in some states (a sampling seed, under greedy
+    search) must therefore act in the starting one.
+
+    Raises:
+        ValueError: naming the control that no move changes.
+    """
+    start = {c.field: c.start for c in controls}
+    for c in controls:
+        before = [_marks(layer, controls, start) for layer in layers]
+        if not any([_marks(layer, controls, {**start, c.field: v}) for layer in layers] != before
+                   for v in c.options if not _same(v, c.start)):
+            raise ValueError(
+                f"control {c.field!r} changes nothing from the starting state {start}: no other option draws "
+                "different marks (start where it acts, or leave it out)")
+
+
 def inline_data(records: Sequence[Mapping[str, Any]]):
     """The records as compact inline CSV for the chart, with each column's type stated.
 
@@ -190,7 +220,8 @@ def _with_controls(chart, controls: Sequence[Control], captions: Sequence[Mappin
             .properties(width=width, height=16)
         )
         chart = alt.vconcat(line, chart, spacing=4)
-    # Chinese labels: the book serves Noto Sans SC (book/_assets/course.css); elsewhere the system's font
+    # Chinese labels: the book serves Noto Sans SC (book/_assets/course.css), and so does JupyterLab
+    # once the course is installed (scripts/install_lab_font.py); elsewhere the system's font.
     return chart.add_params(*params).configure(font=CHART_FONT, view={"stroke": None})
 
 
@@ -213,8 +244,8 @@ def heatmap_explorer(
 
     Args:
         records: one dict per cell per state: ``{x: ..., y: ..., value: float,
-            <control field>: ..., ...}``; rows and columns keep the order of
-            first appearance.
+            <control field>: ..., ...}``; each state's rows and columns keep
+            their order of first appearance in that state's records.
         x, y, value: the field names of column, row and cell value.
         controls: the :class:`Control` objects; each record carries their fields.
         captions: optional one dict per state: the controls' fields and
@@ -222,24 +253,27 @@ def heatmap_explorer(
         domain: the colour scale's (low, high); default: the data's range over all states.
         annotate: write each cell's value in it (2 decimals).
         x_title, y_title, value_title: axis and legend titles.
-        cell_size: pixels per cell.
+        cell_size: pixels per cell in the state with the most rows and columns (the map
+            keeps that size in every state).
 
     Returns:
         an Altair chart; display it with :func:`show_explorer`.
 
     Raises:
         ValueError: empty records, a record without a named field or a
-            control's field, or a control option that no record has.
+            control's field, a control option that no record has, or a control
+            that changes nothing from the starting state.
     """
     import altair as alt
 
     _check_records(records, controls, [x, y, value])
-    x_order = list(dict.fromkeys(r[x] for r in records))
-    y_order = list(dict.fromkeys(r[y] for r in records))
     scale = alt.Scale(scheme="viridis", domain=list(domain)) if domain else alt.Scale(scheme="viridis")
-    base = _layer(records, controls, [x, y, value]).encode(
-        x=alt.X(f"{x}:N", sort=x_order, title=x_title or x, axis=alt.Axis(labelAngle=0)),
-        y=alt.Y(f"{y}:N", sort=y_order, title=y_title or y),
+    # rows and columns in their order within each state (one label may sit at different places in two states)
+    ranked = _with_ranks(_with_ranks(records, controls, x, "__x_rank"), controls, y, "__y_rank")
+    base = _layer(ranked, controls, [x, y, value]).encode(
+        x=alt.X(f"{x}:N", sort=alt.EncodingSortField(field="__x_rank", op="min"), title=x_title or x,
+                axis=alt.Axis(labelAngle=0)),
+        y=alt.Y(f"{y}:N", sort=alt.EncodingSortField(field="__y_rank", op="min"), title=y_title or y),
     )
     chart = base.mark_rect().encode(color=alt.Color(f"{value}:Q", scale=scale, title=value_title or value),
                                     tooltip=[f"{y}:N", f"{x}:N", alt.Tooltip(f"{value}:Q", format=".3f")])
@@ -250,9 +284,22 @@ def heatmap_explorer(
                                 alt.value("black"), alt.value("white")),
         )
         chart = chart + text
-    # Each cell is cell_size pixels in every state: the map's size follows the state's own rows and columns.
-    chart = chart.properties(width=alt.Step(cell_size), height=alt.Step(cell_size))
-    return _with_controls(chart, controls, captions, max(120, cell_size * _most_per_state(records, controls, x)))
+    _check_controls_act([records], controls)
+    # One size for every state (the largest state's cells are cell_size pixels; a smaller state's cells
+    # are larger), so the controls below the map never move while a reader drags them.
+    width, height = (cell_size * _most_per_state(records, controls, f) for f in (x, y))
+    chart = chart.properties(width=width, height=height)
+    return _with_controls(chart, controls, captions, max(120, width))
+
+
+def _with_ranks(records: Sequence[Mapping[str, Any]], controls: Sequence[Control], field: str, rank: str) -> list:
+    """The records, each with ``rank``: where its ``field`` value first appears in its own state's records."""
+    orders: dict[tuple, dict] = {}
+    out = []
+    for r in records:
+        order = orders.setdefault(tuple(r[c.field] for c in controls), {})
+        out.append({**r, rank: order.setdefault(r[field], len(order))})
+    return out
 
 
 def _most_per_state(records: Sequence[Mapping[str, Any]], controls: Sequence[Control], field: str) -> int:
@@ -304,7 +351,8 @@ def bar_explorer(
 
     Raises:
         ValueError: empty records, a record without a named field or a
-            control's field, or a control option that no record has.
+            control's field, a control option that no record has, or a control
+            that changes nothing from the starting state.
     """
     import altair as alt
 
@@ -319,6 +367,7 @@ def bar_explorer(
         scale = alt.Scale(domain=list(colors), range=list(colors.values())) if colors else alt.Scale()
         encoding["color"] = alt.Color(f"{color}:N", title=color, scale=scale)
     chart = _layer(records, controls, [x, y]).mark_bar().encode(**encoding)
+    _check_controls_act([records], controls)
     if rule is not None:
         line = alt.Chart(alt.Data(values=[{"y": rule}])).mark_rule(strokeDash=[2, 3], color="grey").encode(y="y:Q")
         chart = chart + line
@@ -360,7 +409,8 @@ def line_explorer(
 
     Raises:
         ValueError: empty records, a record without a named field or a
-            control's field, or a control option that no record has.
+            control's field, a control option that no record has, or a control
+            that changes nothing from the starting state.
     """
     import altair as alt
 
@@ -373,6 +423,7 @@ def line_explorer(
     if points:
         layers.append(_layer(points, controls, [x, y]).mark_point(filled=True, color="black", size=50).encode(
             x=f"{x}:Q", y=f"{y}:Q", tooltip=[alt.Tooltip(f"{x}:Q"), alt.Tooltip(f"{y}:Q", format=".3f")]))
+    _check_controls_act([curves, *([points] if points else [])], controls)
     chart = alt.layer(*layers).properties(width=width, height=height)
     return _with_controls(chart, controls, captions, width)
 
@@ -445,4 +496,11 @@ def show_explorer(chart, description: str) -> None:
     """
     from IPython.display import display
 
-    display(explorer_bundle(chart, description), raw=True)
+    display(explorer_bundle(chart, description), metadata=LAB_METADATA, raw=True)
+
+
+# JupyterLab draws the chart as SVG rather than on a canvas: SVG text is redrawn when a font arrives,
+# so the Chinese font that the course installs into JupyterLab (scripts/install_lab_font.py) shows up
+# even when the chart is drawn before the font has loaded; on a canvas the first picture would keep
+# empty boxes.
+LAB_METADATA = {"application/vnd.vegalite.v5+json": {"embed_options": {"renderer": "svg"}}}

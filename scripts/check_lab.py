@@ -9,7 +9,15 @@ notebook in headless Chromium, runs all cells, then
    ``course_lib.explorers``);
 3. moves each of the first explorer's controls and checks that the chart's
    marks were redrawn each time (not only its caption);
-4. saves a screenshot (default ``/tmp/lab_check.png``) to look at.
+4. checks that Chinese text can be read: with the font stacks of the
+   explorer's text and of the printed outputs, two different Chinese
+   characters (from the page's own outputs where it has some) must draw
+   different pictures, each as wide as a real glyph, not the missing-glyph
+   box (``make install`` gives JupyterLab the course's font,
+   ``scripts/install_lab_font.py``); the check means something only where the
+   machine has no Chinese font of its own, so it says when it has one
+   (``fc-list :lang=zh``);
+5. saves a screenshot (default ``/tmp/lab_check.png``) to look at.
 
 Usage (with ``COURSE_LIB_DATA`` set where the chapter needs the data, see README.md)::
 
@@ -59,6 +67,63 @@ else { i.checked = !i.checked; }
 i.dispatchEvent(new Event('input', {bubbles: true})); i.dispatchEvent(new Event('change', {bubbles: true}));"""
 
 
+# Can Chinese be read with the font stacks of the page's text? For the chart's text (SVG) and the printed
+# outputs: the stack's font for two different Chinese characters of the page (else 中 and 文) is loaded
+# as the page would, then each is drawn on a canvas. Missing glyphs draw one and the same box.
+CJK = """const done = arguments[arguments.length - 1];
+(async () => {
+  const cjk = /[\u3400-\u9fff\uf900-\ufaff]/g;
+  const area = document.querySelector('.jp-Notebook');
+  const seen = [...new Set((area.textContent.match(cjk) || []).concat(['中', '文']))];
+  const [a, b] = seen;
+  const chartText = Array.from(document.querySelectorAll('.jp-RenderedVegaCommon5 svg text'));
+  const printed = Array.from(document.querySelectorAll('.jp-RenderedText pre'));
+  const pick = (els) => els.find(e => /[\u3400-\u9fff\uf900-\ufaff]/.test(e.textContent)) || els[0];
+  const where = {'the explorer': pick(chartText), 'the printed outputs': pick(printed)};
+  const result = {chars: a + b, stacks: {}};
+  const canvas = document.createElement('canvas'); canvas.width = 64; canvas.height = 64;
+  const ctx = canvas.getContext('2d', {willReadFrequently: true});
+  const picture = (ch) => { ctx.clearRect(0, 0, 64, 64); ctx.fillText(ch, 8, 48);
+                            return Array.from(ctx.getImageData(0, 0, 64, 64).data).join(','); };
+  for (const [name, el] of Object.entries(where)) {
+    if (!el) { result.stacks[name] = null; continue; }
+    const family = getComputedStyle(el).fontFamily;
+    const font = '40px ' + family;
+    await document.fonts.load(font, a + b);
+    ctx.font = font;
+    result.stacks[name] = {family: family, differ: picture(a) !== picture(b),
+                           width: ctx.measureText(a).width, box: ctx.measureText('\ue000').width};
+  }
+  return result;
+})().then(done, e => done({error: String(e)}));"""
+
+
+def _no_system_cjk_font() -> bool | None:
+    """True when fontconfig knows no Chinese font (None: fc-list is not there)."""
+    try:
+        found = subprocess.run(["fc-list", ":lang=zh"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return not found.strip()
+
+
+def _cjk_failures(result: dict) -> list[str]:
+    """The font check's findings as failure lines."""
+    if "error" in result:
+        return [f"the Chinese font check failed to run: {result['error']}"]
+    failures = []
+    for name, stack in result["stacks"].items():
+        if stack is None:
+            if name == "the explorer":
+                failures.append("the explorer has no SVG text to check (JupyterLab should draw it as SVG)")
+            continue
+        if not stack["differ"] or abs(stack["width"] - stack["box"]) < 0.5:
+            failures.append(f"Chinese text in {name} shows as boxes: {result['chars']!r} drawn with "
+                            f"{stack['family']} (width {stack['width']:.1f}, missing-glyph box {stack['box']:.1f}); "
+                            "is the course's JupyterLab font installed (make install)?")
+    return failures
+
+
 def _wait(predicate, timeout: float, step: float = 1.0) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -104,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     (settings / "@jupyterlab" / "docmanager-extension").mkdir(parents=True)  # never save the run's outputs
     (settings / "@jupyterlab" / "docmanager-extension" / "plugin.jupyterlab-settings").write_text(
         '{"autosave": false}')
+    if _no_system_cjk_font() is False:
+        print("note: this machine has a Chinese font of its own (fc-list :lang=zh), so the Chinese font check "
+              "cannot tell whether JupyterLab got the course's font", file=sys.stderr)
     notebook = ROOT / args.notebook
     before = notebook.read_bytes()
     server = subprocess.Popen(
@@ -169,6 +237,12 @@ def main(argv: list[str] | None = None) -> int:
                     browser.execute_script(MOVE, control)
                     if not _wait(lambda: browser.execute_script(MARKS, chart) != marks, 10, 0.5):
                         failures.append(f"moving control {control.get_attribute('name')!r} did not redraw the chart")
+            if charts:
+                browser.set_script_timeout(60)
+                result = browser.execute_async_script(CJK)
+                failures += _cjk_failures(result)
+                shown = {k: v and v["family"] for k, v in result.get("stacks", {}).items()}
+                print(f"Chinese text {result.get('chars')!r} checked with: {shown}")
             browser.save_screenshot(args.out)
         finally:
             browser.quit()

@@ -55,7 +55,7 @@ def test_heatmap_spec_binds_each_control_and_filters_on_it():
 
 def test_slider_compares_with_a_tolerance_and_has_the_options_range():
     options = [e / 4 for e in range(-4, 5)]
-    records = [{"t": e, "key": k, "p": 0.5} for e in options for k in "ab"]
+    records = [{"t": e, "key": k, "p": 0.5 + e / 4} for e in options for k in "ab"]
     spec = bar_explorer(records, x="key", y="p", controls=[Control("t", options=options, value=0.0)]).to_dict()
     bind = _all_params(spec)["ctl_t"]["bind"]
     assert (bind["input"], bind["min"], bind["max"], bind["step"]) == ("range", -1.0, 1.0, 0.25)
@@ -134,3 +134,82 @@ def test_inline_data_is_csv_with_typed_columns():
     rows = list(csv.DictReader(io.StringIO(data["values"])))
     assert rows == [{"n": "1", "x": "0.5", "flag": "true", "text": 'a, "quoted" cell'},
                     {"n": "2", "x": "-1.0", "flag": "false", "text": "plain"}]
+
+
+def test_a_control_that_changes_nothing_from_the_start_is_refused():
+    # the seed acts for sampling only: starting on greedy, moving it changes nothing
+    records = [{"strategy": s, "seed": seed, "token": f"{t} x", "p": (0.5 if s == "greedy" else 0.1 * (seed + 1)) + t / 100}
+               for s in ("greedy", "sample") for seed in range(3) for t in range(2)]
+    controls = [Control("strategy", options=["greedy", "sample"], kind="select"), Control("seed", options=[0, 1, 2])]
+    with pytest.raises(ValueError, match="control 'seed' changes nothing from the starting state"):
+        bar_explorer(records, x="token", y="p", controls=controls)
+    started_on_sampling = [Control("strategy", options=["greedy", "sample"], kind="select", value="sample"), controls[1]]
+    bar_explorer(records, x="token", y="p", controls=started_on_sampling)  # every control acts: accepted
+    # one other option that changes the marks is enough (seed 2 draws what seed 0 draws, seed 1 does not)
+    same = [{**r, "p": 0.3 if r["seed"] != 1 else 0.4} if r["strategy"] == "sample" else r for r in records]
+    bar_explorer(same, x="token", y="p", controls=started_on_sampling)
+
+
+def test_a_control_of_one_layer_only_counts_when_it_changes_that_layer():
+    from course_lib.explorers import line_explorer
+
+    curves = [{"pair": p, "pos": x, "value": float(x * p), "curve": "sin"} for p in range(2) for x in range(3)]
+    points = [{"pair": p, "pos": x, "value": float(x * p), "at": x} for p in range(2) for x in range(3)]
+    # "at" moves only the point: it acts although the curves stay
+    line_explorer(curves, x="pos", y="value", series="curve", points=points,
+                  controls=[Control("pair", options=[0, 1], value=1), Control("at", options=[0, 1, 2])])
+    with pytest.raises(ValueError, match="control 'pair' changes nothing"):  # pair 0 is flat zero, so is its point at 0
+        flat = [{**r, "value": 0.0} for r in curves]
+        line_explorer(flat, x="pos", y="value", series="curve", points=[{**r, "value": 0.0} for r in points],
+                      controls=[Control("pair", options=[0, 1]), Control("at", options=[0, 1, 2])])
+
+
+def test_heatmap_keeps_one_size_in_every_state():
+    # states of 2 and of 4 rows/columns: the map is 4 cells wide and high in both, so the controls never move
+    records = [{"n": n, "q": f"q{i}", "k": f"k{j}", "v": float(i * j + n)} for n in (2, 4) for i in range(n) for j in range(n)]
+    spec = heatmap_explorer(records, x="k", y="q", value="v", cell_size=30,
+                            controls=[Control("n", options=[2, 4], kind="select")]).to_dict()
+    sizes = [(c.get("width"), c.get("height")) for c in [spec, *spec.get("vconcat", [])] if "width" in c]
+    assert (120, 120) in sizes and not any(isinstance(w, dict) for w, _ in sizes), sizes
+
+
+def test_jupyterlab_draws_the_explorer_as_svg(monkeypatch):
+    # SVG text is redrawn when the Chinese font arrives; a canvas keeps the boxes it drew first
+    import IPython.display
+
+    from course_lib import explorers
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *a, **k: shown.append((a, k)))
+    chart = heatmap_explorer(_records(), x="key", y="query", value="weight",
+                             controls=[Control("head", options=[0, 1, 2], kind="select")])
+    explorers.show_explorer(chart, "weights of one head")
+    (bundle,), options = shown[0]
+    assert "application/vnd.vegalite.v5+json" in bundle and options["raw"] is True
+    assert options["metadata"]["application/vnd.vegalite.v5+json"]["embed_options"]["renderer"] == "svg"
+
+
+def test_heatmap_rows_and_columns_keep_each_states_own_order():
+    # "1 b" comes after "0 a" in state 1 but the label "1 b" first appears in state 2, after "2 c"
+    labels = {1: ["0 a", "1 x"], 2: ["0 a", "2 c", "1 b"], 3: ["0 a", "1 b"]}
+    records = [{"s": s, "k": k, "q": "q", "v": float(i)} for s, ks in labels.items() for i, k in enumerate(ks)]
+    spec = heatmap_explorer(records, x="k", y="q", value="v", controls=[Control("s", options=[1, 2, 3])]).to_dict()
+    text = json.dumps(spec)
+    x_encodings = [m.group(0) for m in re.finditer(r'"sort": \{"field": "__x_rank", "op": "min"\}', text)]
+    assert x_encodings, "the columns are sorted by their rank in the state"
+    import csv
+    import io
+
+    rows = []
+    def walk(node):
+        if isinstance(node, dict):
+            if isinstance(node.get("values"), str) and "__x_rank" in node["values"]:
+                rows.extend(csv.DictReader(io.StringIO(node["values"])))
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+    walk(spec)
+    ranks = {(int(r["s"]), r["k"]): int(r["__x_rank"]) for r in rows}
+    assert ranks[(2, "1 b")] == 2 and ranks[(3, "1 b")] == 1 and ranks[(2, "2 c")] == 1

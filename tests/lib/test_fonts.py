@@ -164,7 +164,7 @@ def test_the_font_travels_in_the_wheel():
     tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
     config = tomllib.loads((REPO / "pyproject.toml").read_text())
     patterns = config["tool"]["setuptools"]["package-data"]["course_lib"]
-    for name in ("NotoSansSC-Regular-subset.ttf", "OFL.txt", "README.md"):
+    for name in ("NotoSansSC-Regular-subset.ttf", "custom.css", "OFL.txt", "README.md"):  # custom.css: JupyterLab
         assert any(fnmatch.fnmatch(f"fonts/{name}", p) for p in patterns), name
 
 
