@@ -109,11 +109,13 @@ def paired_bleu_test(
 
     Both systems translated the same test sentences. The test set is
     resampled with replacement ``n_samples`` times (the same resample for
-    both systems) and corpus BLEU recomputed each time; the p-value is the
-    share of resamples whose centred difference (the resampled difference
-    minus its mean over all resamples: what chance alone produces) is at
-    least as large as the observed one (sacrebleu's implementation, Koehn
-    2004).
+    both systems) and corpus BLEU recomputed each time. sacrebleu centres the
+    *absolute* differences: each resample's ``|BLEU(system) - BLEU(baseline)|``
+    minus the mean of these over all resamples (what chance alone produces);
+    the p-value is the share of them strictly larger than the observed
+    absolute difference, counting the observed one as well,
+    ``(count + 1) / (n_samples + 1)`` (sacrebleu's implementation, Koehn 2004).
+    So the sign does not matter: a difference of -0.01 is tested as 0.01.
     A difference with ``p_value >= 0.05`` is not significant: on a test set
     of about a thousand short sentences, BLEU moves by about a point between
     two trainings that differ only in their random seed.
@@ -166,8 +168,8 @@ def paired_bleu_test(
     _, scores = test()
     base, ours = scores["BLEU"]
     difference = float(ours.score - base.score)
-    # sacrebleu counts resamples whose centred difference is *strictly* larger than
-    # the observed one, plus one: a difference of exactly 0 would get 1 / (n + 1).
+    # sacrebleu counts resamples whose centred absolute difference is *strictly* larger
+    # than the observed absolute one, plus one: a difference of exactly 0 would get 1 / (n + 1).
     p_value = 1.0 if difference == 0.0 else float(ours.p_value)
     return {
         "bleu_baseline": float(base.score), "bleu": float(ours.score), "difference": difference,
