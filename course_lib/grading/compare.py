@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["ResultError", "CaseVerdict", "read_array", "read_input_array", "decode_arrays",
-           "compare_arrays", "judge_case", "is_rejection_case", "unearned_passes", "REJECTION_ALONE", "FIXED_ALONE"]
+           "compare_arrays", "judge_case", "error_line", "is_rejection_case", "unearned_passes", "REJECTION_ALONE", "FIXED_ALONE"]
 
 _ALLOWED = {np.dtype(np.float64): "f", np.dtype(np.int64): "i", np.dtype(np.bool_): "b"}
 _INPUT_DTYPES = {*_ALLOWED, np.dtype(np.float32)}
@@ -266,7 +266,7 @@ def judge_case(case: dict, message: dict | None, reference: dict[str, np.ndarray
         return verdict
     lines = []
     if error:
-        lines.append(f"your code raised: {error}")
+        lines.append(error_line(error))
     elif not message:
         lines.append({"timeout": "the chapter ran out of time (an endless loop?) and was stopped",
                       "crashed": "the process stopped before this case was recorded (sys.exit / os._exit / a crash)",
@@ -274,6 +274,20 @@ def judge_case(case: dict, message: dict | None, reference: dict[str, np.ndarray
     lines.extend(problems)
     verdict.message = head + ":\n  - " + "\n  - ".join(lines) + f"\n  Hint: {case['hint']}"
     return verdict
+
+
+#: a return-type problem as the child words it (``cases.ReturnTypeError``: ``f(...) returned list; return ...``)
+_RETURNED = re.compile(r"^[\w.]+(?:\(.*?\))? returned .+; return ")
+
+
+def error_line(error: str) -> str:
+    """The grader's words for a case whose run recorded ``error`` (the child's text, untrusted, is never part
+    of them: the reports quote it after the grader's lines, see :mod:`.quoting`)."""
+    if _RETURNED.match(error):
+        return "your function returned a value of the wrong type (what it returned is described below)"
+    if "NotImplementedError" in error.split("\n", 1)[0]:
+        return "your code raised NotImplementedError (not written yet?)"
+    return "your code raised an error (its text is quoted below)"
 
 
 #: why a passed rejection case earns nothing yet (shown to the student)

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from adversaries import EXERCISES, NB, SOLUTIONS, notebook, write_folder
-from course_lib.grading.compare import ResultError, compare_arrays, decode_arrays, judge_case, read_array
+from course_lib.grading.compare import ResultError, compare_arrays, decode_arrays, error_line, judge_case, read_array
 from course_lib.grading.intake import IntakeLimits, Submission, collect_notebooks, discover, submission_hash
 from course_lib.grading import report
 from course_lib.grading.report import StudentResult, atomic_write, feedback_markdown, grades_csv, gradescope_results
@@ -297,10 +297,10 @@ def test_feedback_shows_a_repeated_error_once():
 
     syntax = "notebook '06_feed_forward.ipynb': code cell 7 has a syntax error on line 1"
     r = StudentResult("bob", "h", "m", "ok", 0, 4, {"6.1": 0, "6.2": 0}, {"6.1": 2, "6.2": 2}, [
-        case("6.1-a", "6.1", syntax, f"Exercise 6.1, case 6.1-a:\n  - your code raised: {syntax}"),
-        case("6.1-b", "6.1", syntax, f"Exercise 6.1, case 6.1-b:\n  - your code raised: {syntax}"),
+        case("6.1-a", "6.1", syntax, f"Exercise 6.1, case 6.1-a:\n  - {error_line(syntax)}"),
+        case("6.1-b", "6.1", syntax, f"Exercise 6.1, case 6.1-b:\n  - {error_line(syntax)}"),
         case("6.2-a", "6.2", None, "Exercise 6.2, case 6.2-a:\n  - `y`: wrong values"),
-        case("6.2-b", "6.2", syntax, f"Exercise 6.2, case 6.2-b:\n  - your code raised: {syntax}"),
+        case("6.2-b", "6.2", syntax, f"Exercise 6.2, case 6.2-b:\n  - {error_line(syntax)}"),
     ])
     text = feedback_markdown(r)
     assert text.count("code cell 7 has a syntax error") == 1
