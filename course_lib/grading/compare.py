@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .quoting import escape_hidden
+
 __all__ = ["ResultError", "CaseVerdict", "read_array", "read_input_array", "decode_arrays",
            "compare_arrays", "judge_case", "error_line", "is_rejection_case", "unearned_passes", "REJECTION_ALONE", "FIXED_ALONE"]
 
@@ -50,7 +52,9 @@ def read_array(data: bytes, allowed=_ALLOWED) -> np.ndarray:
     try:
         arr = np.load(io.BytesIO(data), allow_pickle=False)
     except Exception as exc:  # noqa: BLE001 - any parse failure is a bad result
-        raise ResultError(f"the result cannot be read as an array ({type(exc).__name__}: {exc})") from None
+        # numpy's words may repeat the child's header: one escaped line (see .quoting)
+        why = escape_hidden(f"{type(exc).__name__}: {exc}")[:200]
+        raise ResultError(f"the result cannot be read as an array ({why})") from None
     if type(arr) is not np.ndarray:
         raise ResultError("the result is not a plain array")
     if arr.dtype not in allowed:

@@ -611,8 +611,8 @@ def _notebook_notes(ref: Reference, run: ChildRun, work: Path, inspected: dict[s
                          f"from your code's run, quoted below).")
         skipped = [rename_cells_with(_strip_workdir(note, work), numbers) for note in seen["notes"]]
         if skipped:
-            notes.append(f"{ref.notebooks[ch]}: {len(skipped)} code cell{'s were' if len(skipped) > 1 else ' was'} "
-                         f"skipped (only their definitions are lost; see the messages from your code's run, "
+            notes.append(f"{ref.notebooks[ch]}: the run of your code reported {len(skipped)} skipped code "
+                         f"cell{'s' if len(skipped) > 1 else ''} (only their definitions are lost; its messages are "
                          f"quoted below).")
         if said or skipped:
             child_notes[ch] = said + skipped

@@ -268,7 +268,8 @@ def gradescope_results(r: StudentResult) -> dict:
     if r.notes:
         summary += "\n" + "\n".join(f"- {plain_text(n, keep='')}" for n in dict.fromkeys(r.notes))
     for ch, texts in sorted(r.child_notes.items()):
-        summary += "\n" + one_line(f"{NOTES_LABEL} (chapter {plain_text(ch, keep='')})", "\n".join(texts),
+        summary += "\n" + one_line(f"{NOTES_LABEL} (chapter {plain_text(ch, keep='')})",
+                                   "\n".join(dict.fromkeys(texts)),
                                    GRADESCOPE_CHARS)
     return {
         "score": r.score,
