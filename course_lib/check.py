@@ -64,6 +64,7 @@ from .grading.casefile import CASES_FILE
 from .grading.compare import unearned_passes
 from .grading.cli import prog_name
 from .grading.extract import code_cell_numbers, rename_cells
+from .grading.quoting import OUTPUT_LABEL, escape_hidden, quoted_block
 
 __all__ = ["clone_root", "repository_root", "load_cases", "resolve_chapters", "default_notebooks", "is_exercise_notebook", "chapter_functions", "split_targets",
            "run_checks", "format_report", "drawn_case_ids",
@@ -429,8 +430,8 @@ def run_checks(chapters: list[str], notebooks: Path, timeout_s: float | None = N
             f"(e.g. a decoding loop that ignores max_len)? The cases that finished keep their points."
         )
     elif unfinished:
-        run.problem = (f"the checks ended (exit code {returncode}) without results for some cases. "
-                       f"Their output:\n{log_tail}")
+        run.problem = "\n".join([f"the checks ended (exit code {returncode}) without results for some cases.",
+                                 *quoted_block(OUTPUT_LABEL, [log_tail], 2000, indent="  ")])
         for result in unfinished:
             result.message = "no result (the run stopped before this case)"
     drawn = drawn_case_ids(cases, wanted)
@@ -536,7 +537,9 @@ def format_report(run: CheckRun, exercises: dict[str, str], max_messages: int = 
         lines += ["", "What to fix:"] + details
     elif earned_total == total and total:
         lines += ["", "Everything passes. Well done!"]
-    return "\n".join(lines)
+    # the student's own words (error texts, notes, output) are quoted in the messages; hidden and look-alike
+    # characters are written out everywhere, so no line of them can reorder or hide what it says
+    return escape_hidden("\n".join(lines), keep="\n")
 
 
 def usage_error(message: str) -> int:

@@ -73,6 +73,8 @@ _LATER_FIELDS = ("exercise_notes", "chapter_graded_at", "chapter_manifest", "chi
 #: the most characters of the child's own text (:mod:`.quoting`) each report shows: the notes about the
 #: notebooks, and the error text of one case (feedback.md shows one case per exercise in full)
 FEEDBACK_NOTES_CHARS, DETAILS_NOTES_CHARS, CASE_ERROR_CHARS = 1200, 8000, 800
+#: the most characters of the child's error texts feedback.md shows in all (the rest: details.md)
+FEEDBACK_ERRORS_CHARS = 2400
 #: ... and the most characters of it in one Gradescope ``output`` (each on one line)
 GRADESCOPE_CHARS = 600
 
@@ -479,14 +481,19 @@ def _one_line(text: str, limit: int = 160) -> str:
     return line if len(line) <= limit else line[: limit - 3].rstrip() + "..."
 
 
-def _case_block(c: dict) -> list[str]:
+def _case_block(c: dict, limit: int = CASE_ERROR_CHARS) -> list[str]:
     """A failing case in full, as a fence: ``case ID:``, its problems, its hint, then the code's error text
-    (quoted, capped)."""
+    (quoted, at most ``limit`` characters; when ``limit`` is 0, a pointer to details.md)."""
     problems, hint = _split_message(c)
     text = f"case {c['case_id']}:\n" + "\n".join(f"  - {p}" for p in problems)
     if hint:
         text += f"\n  Hint: {hint}"
-    return md_fence("\n".join([text, *_quoted_error(c)]))
+    if limit > 0:
+        quoted = _quoted_error(c, limit)
+    else:
+        quoted = [f"  ({ERROR_LABEL}: in {DETAILS_FILE}; this file shows at most {FEEDBACK_ERRORS_CHARS} "
+                  f"characters of them.)"] if c.get("child_error") else []
+    return md_fence("\n".join([text, *quoted]))
 
 
 def _quoted_error(c: dict, limit: int = CASE_ERROR_CHARS) -> list[str]:
@@ -510,7 +517,8 @@ def child_notes_block(r: StudentResult, limit: int) -> list[str]:
     return ["## Messages from your code's run", "", *md_fence("\n".join(block)), ""] if block else []
 
 
-def _exercise_fixes(r: StudentResult, exercise: str, shown_errors: dict[str, str]) -> list[str]:
+def _exercise_fixes(r: StudentResult, exercise: str, shown_errors: dict[str, str],
+                    budget: list[int] | None = None) -> list[str]:
     """The "What to fix" lines of one exercise that lost points.
 
     The exercise's first failing case is shown in full (its problems and its hint). If the exercise's first
@@ -534,7 +542,10 @@ def _exercise_fixes(r: StudentResult, exercise: str, shown_errors: dict[str, str
     values = [c for c in cases if "-rejects-" not in c["case_id"]]
     basic_failed = bool(values) and not values[0]["passed"]
     first, rest = failing[0], failing[1:]
-    lines += [*_case_block(first), ""]
+    budget = [FEEDBACK_ERRORS_CHARS] if budget is None else budget  # characters of error text left to show
+    limit = min(CASE_ERROR_CHARS, budget[0])
+    budget[0] -= min(limit, len(escape_hidden(first.get("child_error") or "", keep="\n")))
+    lines += [*_case_block(first, limit), ""]
     if first.get("child_error"):
         shown_errors.setdefault(first["child_error"], exercise)
     own_errors: set[str] = set()
@@ -670,8 +681,9 @@ def feedback_markdown(r: StudentResult) -> str:
     if to_fix:
         lines += ["## What to fix", ""]
         shown_errors: dict[str, str] = {}
+        budget = [FEEDBACK_ERRORS_CHARS]
         for ex in to_fix:
-            lines += _exercise_fixes(r, ex, shown_errors)
+            lines += _exercise_fixes(r, ex, shown_errors, budget)
     elif r.score >= r.max_score:
         lines += ["Every check passed.", ""]
     if r.flags:

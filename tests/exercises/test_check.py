@@ -216,12 +216,14 @@ def test_check_end_to_end_scores_a_partial_answer(tmp_path, capsys):
 
 
 def test_format_report_keeps_the_exception_line():
-    message = ("Exercise 4.1 (scaled_dot_product_attention), case 4.1-a: calling your code raised NameError: "
-               "name 'NEG' is not defined\n  code cell 2, line 5, in scaled_dot_product_attention\n  Hint: h")
+    message = ("Exercise 4.1 (scaled_dot_product_attention), case 4.1-a: calling your code raised NameError\n"
+               "  code cell 2, line 5, in scaled_dot_product_attention\n  Hint: h\n"
+               "  Your code's error text (quoted, hidden characters escaped; at most 1200 characters shown):\n"
+               "  | NameError: name 'NEG' is not defined")
     run = CheckRun(notebooks=ROOT / "exercises", chapters=["04"],
                    results=[CaseResult("4.1-a", "04", "4.1", 2, "failed", message)])
     text = format_report(run, cases.EXERCISES)
-    assert "calling your code raised NameError: name 'NEG' is not defined" in text
+    assert "calling your code raised NameError\n" in text and "| NameError: name 'NEG' is not defined" in text
     assert "Exercise 4.1 (scaled_dot_product_attention), case 4.1-a" not in text  # the heading only
 
 
@@ -236,7 +238,7 @@ def test_check_reports_a_top_level_constant_and_delegation(tmp_path, capsys):
     (folder / "04_attention-Copy1.ipynb").write_text("{}")
     assert check.main(["04_attention-Copy1.ipynb", "--notebooks", str(folder)]) == 0
     out = capsys.readouterr().out
-    assert "calling your code raised NameError: name 'NEG' is not defined" in out, out
+    assert "calling your code raised NameError\n" in out and "| NameError: name 'NEG' is not defined" in out, out
     assert "code cell 3, line" in out and "LITERAL constants" in out, out
     assert re.search(r"4\.1 \(scaled_dot_product_attention\): scaled_dot_product_attention uses\s+"
                      r"torch\.nn\.functional\.scaled_dot_product_attention \(code\s+cell 3\)", out), out
