@@ -55,6 +55,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .compare import FIXED_ALONE, REJECTION_ALONE
 from .intake import RESERVED_IDS
 from .quoting import ERROR_LABEL, NOTES_LABEL, OUTPUT_LABEL, escape_hidden, one_line, quoted_block
 
@@ -529,12 +530,15 @@ def _exercise_fixes(r: StudentResult, exercise: str, shown_errors: dict[str, str
     already shown). A case that failed with an error shown before is listed on that line too.
     """
     cases = [c for c in r.cases if c["exercise"] == exercise]
-    failing = [c for c in cases if not c["passed"]]
+    held = [c for c in cases if not c["passed"] and _held_reason(c)]  # passed, earns nothing yet (as the checker)
+    failing = [c for c in cases if not c["passed"] and c not in held]
     title = f"**{md_text(exercise)} {md_text(_function_of(r, exercise))}** " \
             f"({r.exercises.get(exercise, 0)} / {r.exercises_max.get(exercise, 0)})"
     lines = [title, ""]
     for note in _exercise_notes(r, exercise):
         lines += [f"- {md_text(note)}", ""]
+    if not failing:
+        return lines + _held_lines(held) + [""]
     errors = {c.get("child_error") for c in failing}
     if len(errors) == 1 and None not in errors and next(iter(errors)) in shown_errors:
         earlier = shown_errors[next(iter(errors))]
@@ -572,9 +576,32 @@ def _exercise_fixes(r: StudentResult, exercise: str, shown_errors: dict[str, str
         if same:
             lines.append(f"- {len(same)} more case{'s' if len(same) > 1 else ''} "
                          f"fail{'' if len(same) > 1 else 's'}{why}: " + md_text(", ".join(same)) + ".")
+    lines += _held_lines(held)
     if lines[-1]:
         lines.append("")
     return lines
+
+
+def _held_reason(c: dict) -> str:
+    """``"a rejection case"`` / ``"a case with fixed inputs"`` for a case that passed but earns nothing yet
+    (:func:`.compare.unearned_passes`), else ``""``."""
+    message = c.get("message") or ""
+    return "a rejection case" if REJECTION_ALONE in message else "a case with fixed inputs" if FIXED_ALONE in message \
+        else ""
+
+
+def _held_lines(held: list[dict]) -> list[str]:
+    """One line per reason for the cases that pass but earn their points only once a drawn case passes (the
+    check command's ``~`` lines)."""
+    out = []
+    for kind in dict.fromkeys(map(_held_reason, held)):
+        these = [c["case_id"] for c in held if _held_reason(c) == kind]
+        why = REJECTION_ALONE if kind == "a rejection case" else FIXED_ALONE
+        verb = "pass but earn their points" if len(these) > 1 else "passes but earns its points"
+        out.append("- " + md_text(f"{len(these)} case{'s' if len(these) > 1 else ''} {verb} "
+                                  f"only once a case with drawn inputs passes too, because each is {kind} "
+                                  f"({', '.join(these)}): {why}."))
+    return out
 
 
 def _exercise_notes(r: StudentResult, exercise: str) -> list[str]:

@@ -446,3 +446,23 @@ def test_a_held_pass_is_one_line_after_the_real_failures(tmp_path, capsys):
     real, _, held = fix.partition("\n  ~ ")
     assert "x 8.4-" in real and "8.4-drawn-tokens" in real and "inputs are fixed" not in real, fix
     assert "earn their points only once a case with drawn inputs" in held and "inputs are fixed" in held, fix
+
+
+def test_held_passes_say_their_reason_and_the_last_line_names_the_flags():
+    """Issue 22, item 5: each "~" line says which reason holds its cases; the drawn inputs are explained under
+    "What to fix"; a flag the grader will raise is the last line, also when every case passes."""
+    from course_lib.grading.compare import FIXED_ALONE, REJECTION_ALONE
+
+    results = [CaseResult("8.1-a", "08", "8.1", 2, "failed", "Exercise 8.1 (padding_mask), case 8.1-a: wrong"),
+               CaseResult("8.1-rejects-x", "08", "8.1", 1, "held", f"{REJECTION_ALONE}."),
+               CaseResult("8.1-table", "08", "8.1", 1, "held", f"{FIXED_ALONE}.")]
+    text = format_report(CheckRun(notebooks=ROOT / "exercises", chapters=["08"], results=results), cases.EXERCISES)
+    assert re.search(r"~ 1 case\(s\) pass .* because each is a rejection case \(8\.1-rejects-x\)", text), text
+    assert re.search(r"~ 1 case\(s\) pass .* because each is a case with fixed inputs \(8\.1-table\)", text), text
+    assert "draws new inputs" in text and "a right answer earns the same points in both" in text
+    flag = ("8.2 (causal_mask): uses torch.tril. The exercise asks you to write this yourself: your instructor's "
+            "grader flags this for review.")
+    run = CheckRun(notebooks=ROOT / "exercises", chapters=["08"], warnings=[flag],
+                   results=[CaseResult("8.2-a", "08", "8.2", 2, "passed", "")])
+    text = format_report(run, cases.EXERCISES)
+    assert "Everything passes" in text and "will flag 1 thing(s) above for review" in text.strip().split("\n")[-1]

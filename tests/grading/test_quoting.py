@@ -140,3 +140,16 @@ def test_child_notes_are_last_in_feedback_and_one_line_in_gradescope():
     assert [line for line in _lines(summary) if FORGED in line][0].startswith(report.NOTES_LABEL)
     again = StudentResult.from_json(json.loads(json.dumps(r.to_json())))
     assert again.child_notes == r.child_notes
+
+
+def test_a_held_pass_is_not_listed_as_a_failure_in_feedback():
+    """Issue 22, item 5: feedback.md words a rejection case that waits for a drawn case as the checker does."""
+    from course_lib.grading.compare import REJECTION_ALONE
+
+    r = _result("ValueError: x")
+    r.cases.append({**r.cases[0], "case_id": "4.1-rejects-bad", "child_error": None,
+                    "message": f"Exercise 4.1 (f), case 4.1-rejects-bad: {REJECTION_ALONE}."})
+    text = feedback_markdown(r)
+    assert "1 case passes but earns its points only once a case with drawn inputs passes too, because each is a " \
+           "rejection case (4.1-rejects-bad)" in text
+    assert "case 4.1-rejects-bad:" not in text
