@@ -785,21 +785,51 @@ for _id, _args in {
          partial(_e_scaled_embedding_pad, *_args), _EMB_PAD_HINT)
 
 
+def _value_error_text(fn: Callable[[], object]) -> str | None:
+    """The message of the ``ValueError`` that ``fn()`` raises (``None`` when it raises none); ``NotImplementedError``
+    propagates."""
+    try:
+        fn()
+    except NotImplementedError:
+        raise
+    except ValueError as exc:
+        return str(exc)
+    except Exception:
+        return None
+    return None
+
+
+def _rejections(checks: dict) -> Arrays:
+    """``raised_for_<situation>``: ``fn()`` raises ``ValueError``, for each ``situation -> (fn, words)``; and
+    ``message_names_<w1>_and_<w2>``: every such ``ValueError`` raised names the words the statement promises."""
+    out: Arrays = {}
+    named: dict[str, bool] = {}
+    for situation, (fn, words) in checks.items():
+        text = _value_error_text(fn)
+        out[f"raised_for_{situation}"] = np.array(text is not None)
+        if words:
+            key = "message_names_" + "_and_".join(words)
+            named[key] = named.get(key, True) and (text is None or all(w in text for w in words))
+    return {**out, **{k: np.array(v) for k, v in named.items()}}
+
+
 def _p_embedding_rejects(ns: ModuleType) -> Arrays:
     weight = _randn(205, 5, 4)
-    return {
-        "raised_for_id_equal_to_vocab_size": _raises_value_error(lambda: ns.scaled_embedding(torch.tensor([[0, 5]]), weight)),
-        "raised_for_negative_id": _raises_value_error(lambda: ns.scaled_embedding(torch.tensor([[-1, 2]]), weight)),
-        "raised_for_float_tokens": _raises_value_error(lambda: ns.scaled_embedding(torch.tensor([[0.0, 1.0]]), weight)),
-        "raised_for_padding_idx_5": _raises_value_error(lambda: ns.scaled_embedding(torch.tensor([[0, 1]]), weight, padding_idx=5)),
-    }
+    return _rejections({
+        "id_equal_to_vocab_size": (lambda: ns.scaled_embedding(torch.tensor([[0, 5]]), weight), ("tokens",)),
+        "negative_id": (lambda: ns.scaled_embedding(torch.tensor([[-1, 2]]), weight), ("tokens",)),
+        "float_tokens": (lambda: ns.scaled_embedding(torch.tensor([[0.0, 1.0]]), weight), ("tokens",)),
+        "bool_tokens": (lambda: ns.scaled_embedding(torch.tensor([[True, False]]), weight), ("tokens",)),
+        "padding_idx_5": (lambda: ns.scaled_embedding(torch.tensor([[0, 1]]), weight, padding_idx=5), ("padding_idx",)),
+    })
 
 
 _add("2.1-rejects-bad-tokens", "2.1", 1, _p_embedding_rejects,
      lambda: {k: np.array(True) for k in ("raised_for_id_equal_to_vocab_size", "raised_for_negative_id", "raised_for_float_tokens",
-                                          "raised_for_padding_idx_5")},
-     "Raise ValueError (naming `tokens`) when tokens is not an integer tensor or an id lies outside [0, vocab_size), "
-     "and (naming `padding_idx`) when padding_idx is not None and outside [0, vocab_size).")
+                                          "raised_for_bool_tokens", "raised_for_padding_idx_5",
+                                          "message_names_tokens", "message_names_padding_idx")},
+     "Raise ValueError (naming `tokens`) when tokens is not an integer tensor (float or bool) or an id lies outside "
+     "[0, vocab_size), and (naming `padding_idx`) when padding_idx is not None and outside [0, vocab_size).")
 
 
 def _p_tied(ns: ModuleType, args) -> Arrays:
@@ -1474,14 +1504,15 @@ for _id, _args, _pts in (
 
 
 def _p_split_rejects(ns: ModuleType) -> Arrays:
-    return {
-        "raised_for_indivisible_d_model": _raises_value_error(lambda: ns.split_heads(_randn(505, 2, 3, 10), 4)),
-        "raised_for_1d_input": _raises_value_error(lambda: ns.split_heads(_randn(506, 8), 2)),
-    }
+    return _rejections({
+        "indivisible_d_model": (lambda: ns.split_heads(_randn(505, 2, 3, 10), 4), ("10", "4")),  # both numbers
+        "1d_input": (lambda: ns.split_heads(_randn(506, 8), 2), ()),
+    })
 
 
 _add("5.1-rejects-bad-input", "5.1", 1, _p_split_rejects,
-     lambda: {"raised_for_indivisible_d_model": np.array(True), "raised_for_1d_input": np.array(True)},
+     lambda: {"raised_for_indivisible_d_model": np.array(True), "raised_for_1d_input": np.array(True),
+              "message_names_10_and_4": np.array(True)},
      "Raise ValueError when x has fewer than 2 dims (it needs (..., seq_len, d_model)) or when d_model is not divisible "
      "by n_heads (name both numbers).")
 
@@ -2445,6 +2476,11 @@ for _id in _NOAM_STEPS:
 
 
 def _p_noam_int(ns: ModuleType) -> Arrays:
+    for step in (1, 4000, 16000):  # the statement promises a Python float for an int step
+        value = ns.noam_lr(step, 512, 4000)
+        if not isinstance(value, float):
+            raise ReturnTypeError(f"noam_lr({step}, 512, 4000) returned {type(value).__name__}; an int step gives a "
+                                  f"Python float (float(...) of the 0-dim result)")
     values = [_noam_value(ns, s, 512, 4000) for s in (1, 4000, 16000)]
     if any(v.shape != () for v in values):
         raise TypeError(f"noam_lr(step, ...) with an int step must return one number (a float); got shape {values[0].shape}")
@@ -2456,16 +2492,17 @@ _add("9.2-int-steps", "9.2", 1, _p_noam_int, lambda: {"lr": _noam_closed_form((1
 
 
 def _p_noam_rejects(ns: ModuleType) -> Arrays:
-    return {
-        "raised_for_step_0": _raises_value_error(lambda: ns.noam_lr(0, 512, 4000)),
-        "raised_for_a_0_in_the_steps": _raises_value_error(lambda: ns.noam_lr(torch.tensor([3, 0, 5]), 512, 4000)),
-        "raised_for_warmup_0": _raises_value_error(lambda: ns.noam_lr(10, 512, 0)),
-    }
+    return _rejections({
+        "step_0": (lambda: ns.noam_lr(0, 512, 4000), ("step",)),
+        "a_0_in_the_steps": (lambda: ns.noam_lr(torch.tensor([3, 0, 5]), 512, 4000), ("step",)),
+        "warmup_0": (lambda: ns.noam_lr(10, 512, 0), ("warmup_steps",)),
+    })
 
 
 _add("9.2-rejects-step-0", "9.2", 1, _p_noam_rejects,
      lambda: {"raised_for_step_0": np.array(True), "raised_for_a_0_in_the_steps": np.array(True),
-              "raised_for_warmup_0": np.array(True)},
+              "raised_for_warmup_0": np.array(True), "message_names_step": np.array(True),
+              "message_names_warmup_steps": np.array(True)},
      "Steps count from 1 (step**-0.5 is undefined at 0): raise ValueError naming step when any step is < 1 (also inside a "
      "tensor: (step < 1).any()), and naming warmup_steps when it is < 1.")
 

@@ -170,6 +170,9 @@ def _compare_flag(key: str, got: bool, ref: bool) -> str | None:
         return None
     if key.startswith("raised_for_"):
         return f"ValueError was {'not ' if ref else ''}raised for {_situation(key[len('raised_for_'):])}."
+    if key.startswith("message_names_") and ref:
+        words = " and ".join(f"`{w}`" for w in key[len("message_names_"):].split("_and_"))
+        return f"a ValueError was raised, but its message does not name {words} (the exercise asks for it)."
     return f"`{key}` is {got}; expected {ref}."
 
 

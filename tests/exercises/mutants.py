@@ -255,6 +255,28 @@ def table1_counts(kind, n, k=None, r=None):
 """),
     ],
     "2.1": [
+        ("bool ids accepted (issue 22: a bool tensor is not a tensor of ids)", """
+def scaled_embedding(tokens, weight, padding_idx=None):
+    if tokens.dtype.is_floating_point:
+        raise ValueError("tokens must be an integer tensor")
+    if tokens.dtype != torch.bool and (int(tokens.min()) < 0 or int(tokens.max()) >= weight.shape[0]):
+        raise ValueError("tokens out of range")
+    if padding_idx is not None and not 0 <= padding_idx < weight.shape[0]:
+        raise ValueError("padding_idx out of range")
+    out = weight[tokens.long()] * math.sqrt(weight.shape[1])
+    return out if padding_idx is None else out * (tokens != padding_idx)[..., None]
+"""),
+        ("error messages that do not name tokens (issue 22)", """
+def scaled_embedding(tokens, weight, padding_idx=None):
+    if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
+        raise ValueError("bad dtype")
+    if int(tokens.min()) < 0 or int(tokens.max()) >= weight.shape[0]:
+        raise ValueError("id out of range")
+    if padding_idx is not None and not 0 <= padding_idx < weight.shape[0]:
+        raise ValueError("padding_idx out of range")
+    out = weight[tokens] * math.sqrt(weight.shape[1])
+    return out if padding_idx is None else out * (tokens != padding_idx)[..., None]
+"""),
         ("no sqrt(d_model) scale", "def scaled_embedding(tokens, weight, padding_idx=None):\n    return weight[tokens]"),
         ("scaled by d_model", "def scaled_embedding(tokens, weight, padding_idx=None):\n    return weight[tokens] * weight.shape[1]"),
         ("no validation", "def scaled_embedding(tokens, weight, padding_idx=None):\n    return weight[tokens.long()] * math.sqrt(weight.shape[1])"),
@@ -790,6 +812,13 @@ def dot_product_score_std(q_std, k_std):
 """),
     ],
     "5.1": [
+        ("the message does not say the two numbers (issue 22)", """
+def split_heads(x, n_heads):
+    if x.dim() < 2 or x.shape[-1] % n_heads:
+        raise ValueError("x has the wrong shape")
+    *lead, n, d = x.shape
+    return x.reshape(*lead, n, n_heads, d // n_heads).transpose(-3, -2)
+"""),
         ("reshape straight to (..., heads, len, d_k)", """
 def split_heads(x, n_heads):
     if x.dim() < 2 or x.shape[-1] % n_heads:
@@ -1570,6 +1599,23 @@ def label_smoothed_loss(logits, target, label_smoothing, pad_id):
 """),
     ],
     "9.2": [
+        ("a 0-dim tensor for an int step, not a Python float (issue 22)", """
+def noam_lr(step, d_model, warmup_steps):
+    if warmup_steps < 1:
+        raise ValueError(f"warmup_steps must be >= 1; got {warmup_steps}")
+    s = torch.as_tensor(step).double()
+    if bool((s < 1).any()):
+        raise ValueError(f"step must be >= 1; got {step}")
+    return d_model ** -0.5 * torch.minimum(s ** -0.5, s * warmup_steps ** -1.5)
+"""),
+        ("one message for both arguments, naming neither (issue 22)", """
+def noam_lr(step, d_model, warmup_steps):
+    s = torch.as_tensor(step).double()
+    if warmup_steps < 1 or bool((s < 1).any()):
+        raise ValueError("must be at least 1")
+    lr = d_model ** -0.5 * torch.minimum(s ** -0.5, s * warmup_steps ** -1.5)
+    return float(lr) if isinstance(step, int) else lr
+"""),
         ("Python min(): fails on a tensor of steps (the chapter's listing)", """
 def noam_lr(step, d_model, warmup_steps):
     if warmup_steps < 1 or step < 1:
