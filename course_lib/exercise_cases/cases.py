@@ -3168,7 +3168,9 @@ def _p_filter(ns: ModuleType, key) -> Arrays:
     out = ns.top_k_top_p_filtering(logits, temperature, top_k, top_p)
     arr = to_array(out, f"top_k_top_p_filtering(logits, temperature={temperature}, top_k={top_k}, top_p={shown})", kind="f")
     kept = np.isfinite(arr)
-    return {"kept": kept, "values": np.where(kept, arr, 0.0), "removed_are_minus_inf": np.array(bool(np.all(arr[~kept] == -np.inf)))}
+    # removed entries stay -inf in "values" (a message then says "got -inf", never a made-up 0.0)
+    return {"kept": kept, "values": np.where(kept, arr, -np.inf),
+            "removed_are_minus_inf": np.array(bool(np.all(arr[~kept] == -np.inf)))}
 
 
 def _e_filter(key) -> Arrays:
@@ -3178,7 +3180,7 @@ def _e_filter(key) -> Arrays:
     top_p = _filter_top_p(key)
     top_p = top_p.double().numpy() if isinstance(top_p, torch.Tensor) else top_p
     kept = np.array(hand) if hand is not None else _filter_reference(logits, temperature, top_k, top_p)
-    return {"kept": kept, "values": np.where(kept, logits / temperature, 0.0), "removed_are_minus_inf": np.array(True)}
+    return {"kept": kept, "values": np.where(kept, logits / temperature, -np.inf), "removed_are_minus_inf": np.array(True)}
 
 
 _FILTER_HINT = ("First divide the logits by temperature; return THOSE scaled logits, with removed entries float('-inf'). top_k: keep "
