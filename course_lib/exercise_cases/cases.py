@@ -2947,13 +2947,22 @@ def _unfrozen_beam(step_fn, max_len: int, beam_size: int, alpha: float, min_leng
 def _p_beam(ns: ModuleType, args, min_length: int = 0) -> Arrays:
     kind, seed, vocab, max_len, beam_size, length_penalty = args
     fn = _StepFn(kind, seed, vocab, max_len, max_calls=20000)
-    tokens, score = _pair(
-        ns.beam_search(fn, BOS, EOS, max_len, beam_size, length_penalty, min_length),
-        f"beam_search(step_fn, bos_id, eos_id, max_len={max_len}, beam_size={beam_size}, alpha={length_penalty}, "
-        f"min_length={min_length})",
-        ("tokens", "score"),
-    )
-    return {"tokens": to_array(tokens, "tokens", kind="i"), "score": to_array(score, "score", kind="f").reshape(())}
+    after_eos: list[bool] = []
+
+    def step_fn(prefix):  # the statement promises to look for a finished hypothesis that is extended
+        if isinstance(prefix, torch.Tensor) and prefix.dim() == 1 and bool((prefix[1:] == EOS).any()):
+            after_eos.append(True)
+        return fn(prefix)
+
+    call = (f"beam_search(step_fn, bos_id, eos_id, max_len={max_len}, beam_size={beam_size}, alpha={length_penalty}, "
+            f"min_length={min_length})")
+    tokens, score = _pair(ns.beam_search(step_fn, BOS, EOS, max_len, beam_size, length_penalty, min_length), call,
+                          ("tokens", "score"))
+    if not isinstance(score, float):  # the statement promises "its normalised score as a float"
+        raise ReturnTypeError(f"{call} returned a score of type {type(score).__name__}; return it as a Python float "
+                              f"(float(...))")
+    return {"tokens": to_array(tokens, "tokens", kind="i"), "score": to_array(score, "score", kind="f").reshape(()),
+            "a_finished_hypothesis_was_extended": np.array(bool(after_eos))}
 
 
 def _e_beam(kind, seed, vocab, max_len, beam_size, length_penalty, min_length=0) -> Arrays:
@@ -2972,7 +2981,8 @@ def _e_beam(kind, seed, vocab, max_len, beam_size, length_penalty, min_length=0)
         seq, score = _exhaustive_reference(fn, max_len, length_penalty, min_length)
     else:
         seq, score, _ = _beam_reference(fn, max_len, beam_size, length_penalty, min_length)
-    return {"tokens": np.array(seq, dtype=np.int64), "score": np.array(score)}
+    return {"tokens": np.array(seq, dtype=np.int64), "score": np.array(score),
+            "a_finished_hypothesis_was_extended": np.array(False)}
 
 
 def _beam_is_clear(kind, seed, vocab, max_len, beam_size, length_penalty, min_length=0, live_best=False,
@@ -3411,11 +3421,14 @@ def _p_banned_rejects(ns: ModuleType) -> Arrays:
     return {
         "raised_for_n_0": _raises_value_error(lambda: ns.banned_tokens(rows, 0, 4)),
         "raised_for_token_beyond_vocab": _raises_value_error(lambda: ns.banned_tokens(_prefix_list([[1, 2], [7]]), 2, 4)),
+        # -1 would silently index (and ban) the last token
+        "raised_for_negative_id": _raises_value_error(lambda: ns.banned_tokens(_prefix_list([[1, 2], [-1, 3]]), 2, 4)),
     }
 
 
 _add("10.5-rejects-bad-arguments", "10.5", 1, _p_banned_rejects,
-     lambda: {"raised_for_n_0": np.array(True), "raised_for_token_beyond_vocab": np.array(True)},
+     lambda: {"raised_for_n_0": np.array(True), "raised_for_token_beyond_vocab": np.array(True),
+              "raised_for_negative_id": np.array(True)},
      "Raise ValueError naming the argument when n < 1 or a prefix holds an id outside [0, vocab_size).")
 
 

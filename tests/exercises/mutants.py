@@ -1809,6 +1809,50 @@ def greedy_decode(step_fn, batch_size, bos_id, eos_id, pad_id, max_len):
 """),
     ],
     "10.2": [
+        ("a finished hypothesis kept in the live beam and extended after eos (issue 22)", """
+def beam_search(step_fn, bos_id, eos_id, max_len, beam_size, alpha=0.0, min_length=0):
+    if beam_size < 1 or max_len < 1 or min_length > max_len:
+        raise ValueError("bad")
+    live, finished = [([bos_id], 0.0)], []
+    for _ in range(max_len):
+        candidates = []
+        for tokens, score in live:
+            lp = torch.log_softmax(step_fn(torch.tensor(tokens, dtype=torch.long)).double(), -1)
+            if len(tokens) < min_length:
+                lp[eos_id] = -math.inf
+            for t, l in enumerate(lp.tolist()):
+                if l != -math.inf:
+                    candidates.append((tokens + [t], score + l))
+        candidates.sort(key=lambda c: c[1], reverse=True)
+        live = candidates[:beam_size]
+        finished += [c for c in live if c[0][-1] == eos_id]  # recorded, but left in the beam
+    best = max(finished + [c for c in live if eos_id not in c[0][1:]],
+               key=lambda c: c[1] / ((5 + len(c[0]) - 1) / 6) ** alpha)
+    return torch.tensor(best[0], dtype=torch.long), best[1] / ((5 + len(best[0]) - 1) / 6) ** alpha
+"""),
+        ("the score returned as a 0-dim tensor, not a float (issue 22)", """
+def beam_search(step_fn, bos_id, eos_id, max_len, beam_size, alpha=0.0, min_length=0):
+    if beam_size < 1 or max_len < 1 or min_length > max_len:
+        raise ValueError("bad")
+    live, finished = [([bos_id], torch.tensor(0.0, dtype=torch.float64))], []
+    for _ in range(max_len):
+        candidates = []
+        for tokens, score in live:
+            lp = torch.log_softmax(step_fn(torch.tensor(tokens, dtype=torch.long)).double(), -1)
+            if len(tokens) < min_length:
+                lp[eos_id] = -math.inf
+            for t in range(lp.numel()):
+                if lp[t] != -math.inf:
+                    candidates.append((tokens + [t], score + lp[t]))
+        candidates.sort(key=lambda c: float(c[1]), reverse=True)
+        live = []
+        for tokens, score in candidates[:beam_size]:
+            (finished if tokens[-1] == eos_id else live).append((tokens, score))
+        if not live:
+            break
+    best = max(finished + live, key=lambda c: float(c[1]) / ((5 + len(c[0]) - 1) / 6) ** alpha)
+    return torch.tensor(best[0], dtype=torch.long), best[1] / ((5 + len(best[0]) - 1) / 6) ** alpha
+"""),
         ("greedy whatever the beam size", """
 def beam_search(step_fn, bos_id, eos_id, max_len, beam_size, alpha=0.0, min_length=0):
     if beam_size < 1 or max_len < 1 or min_length > max_len:
@@ -2027,6 +2071,22 @@ def kv_cache_step(q_new, k_new, v_new, k_cache=None, v_cache=None):
 """),
     ],
     "10.5": [
+        ("only ids >= vocab_size rejected: -1 silently bans the last token (issue 22)", """
+def banned_tokens(prefixes, n, vocab_size):
+    if n < 1:
+        raise ValueError("n must be >= 1")
+    banned = torch.zeros(len(prefixes), vocab_size, dtype=torch.bool)
+    for row, prefix in enumerate(prefixes):
+        tokens = [int(t) for t in prefix]
+        if any(t >= vocab_size for t in tokens):
+            raise ValueError("an id is >= vocab_size")
+        context = tuple(tokens[len(tokens) - (n - 1):]) if n > 1 else ()
+        for start in range(len(tokens) - n + 1):
+            gram = tuple(tokens[start:start + n])
+            if gram[:-1] == context:
+                banned[row, gram[-1]] = True
+    return banned
+"""),
         ("bans every token that occurred (n ignored)", """
 def banned_tokens(prefixes, n, vocab_size):
     if n < 1:
