@@ -84,7 +84,7 @@ BUILTINS_BY_FUNCTION: dict[str, tuple[str, ...]] = {
     "causal_mask": ("course_lib.masks",),
     "decoder_self_attention_mask": ("course_lib.masks",),
     "prefix_lm_mask": ("course_lib.masks",),
-    "label_smoothed_loss": ("course_lib.training",),
+    "label_smoothed_loss": ("course_lib.training", "torch.autograd"),  # the statement: closed form, no autograd
     "noam_lr": ("course_lib.training", "torch.optim.lr_scheduler"),
     "noam_lr_with_peak": ("course_lib.training", "torch.optim.lr_scheduler"),
     "teacher_forcing_pair": ("course_lib.training", "course_lib.data"),

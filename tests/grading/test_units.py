@@ -565,3 +565,13 @@ def test_an_earlier_definition_left_in_force_by_a_failing_cell_is_checked_too():
               "def causal_mask(q_len, k_len=None, _guard=1 // (os.getuid() != 65534)):\n    return None\n")
     flags = check_source(source, "08", {"8.2": "causal_mask"})
     assert any(f.code == "delegates" and "course_lib.masks" in f.detail for f in flags), flags
+
+
+def test_autograd_in_label_smoothed_loss_is_flagged():
+    """Issue 22, item 5: 9.1 asks for the gradient in closed form, "no torch.autograd"; using it is flagged."""
+    source = ("import torch\nfrom torch.autograd import grad\n"
+              "def label_smoothed_loss(logits, target, label_smoothing, pad_id):\n"
+              "    z = logits.detach().requires_grad_()\n    loss = z.logsumexp(-1).mean()\n"
+              "    return loss, grad(loss, z)[0]\n")
+    flags = check_source(source, "09", {"9.1": "label_smoothed_loss"})
+    assert [(f.code, f.exercise) for f in flags] == [("delegates", "9.1")] and "torch.autograd.grad" in flags[0].detail
