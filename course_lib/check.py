@@ -226,16 +226,19 @@ def static_warnings(chapters: list[str], notebooks: Path, cases: ModuleType) -> 
     cannot be read gives no warning here (the tests report it).
     """
     from course_lib.grading.extract import SubmissionError, extract_source
-    from course_lib.grading.static_checks import check_source
+    from course_lib.grading.static_checks import check_source, defined_twice
 
     lines: list[str] = []
     for chapter in chapters or list(cases.NOTEBOOKS):
         path = notebooks / cases.NOTEBOOKS[chapter]
         exercises = {ex: fn for ex, fn in cases.EXERCISES.items() if f"{int(ex.split('.')[0]):02d}" == chapter}
         try:
-            flags = check_source(extract_source(path), chapter, exercises)
+            source = extract_source(path)
         except (SubmissionError, OSError):
             continue
+        flags = check_source(source, chapter, exercises)
+        for exercise, note in defined_twice(source, exercises).items():
+            lines.append(f"{exercise} ({exercises[exercise]}): {rename_cells(note, path)}.")
         for flag in flags:
             detail = rename_cells(flag.detail, path)
             if flag.code == "delegates":

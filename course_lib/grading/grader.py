@@ -677,12 +677,16 @@ def _judge(sub: Submission, ref: Reference, work: Path, run: ChildRun, flags: li
     exercises: dict[str, int] = {}
     for v in verdicts:
         exercises[v.exercise] = exercises.get(v.exercise, 0) + v.points
+    exercise_notes: dict[str, list[str]] = {}
+    for inspection in inspected.values():  # an exercise function defined in two cells: the later one counts
+        for exercise, note in inspection.notes.items():
+            exercise_notes.setdefault(exercise, []).append(note)
     return StudentResult(
         student=sub.student, submission_hash=sub.sha256, manifest_hash=ref.sha256, status=status,
         score=sum(v.points for v in verdicts), max_score=int(ref.manifest["max_score"]), exercises=exercises,
         exercises_max=_exercise_maxima(ref), cases=[asdict(v) for v in verdicts], flags=flags, notes=notes,
         chapter_status=dict(run.chapter_status), runtime=run.seconds, stderr_tail=run.stderr_tail[-1500:],
-        graded_at=_now(), child_notes=child_notes)
+        graded_at=_now(), child_notes=child_notes, exercise_notes=exercise_notes)
 
 
 def previous_result(out_dir: Path, sub: Submission, ref: Reference) -> StudentResult | None:

@@ -466,3 +466,21 @@ def test_held_passes_say_their_reason_and_the_last_line_names_the_flags():
                    results=[CaseResult("8.2-a", "08", "8.2", 2, "passed", "")])
     text = format_report(run, cases.EXERCISES)
     assert "Everything passes" in text and "will flag 1 thing(s) above for review" in text.strip().split("\n")[-1]
+
+
+def test_an_exercise_defined_twice_gets_a_note(tmp_path):
+    """Issue 22, item 5: an exercise function defined in two cells is said, with the cell that counts (the later);
+    the grader's inspection records the same note for feedback.md."""
+    from course_lib.grading.inspect_notebooks import inspect_notebooks
+
+    folder = _notebook_with(tmp_path, "08", {"causal_mask": "return None"})
+    path = folder / cases.NOTEBOOKS["08"]
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell("def causal_mask(q_len, k_len=None):\n    return 'later'"))
+    nbformat.write(nb, path)
+    last = sum(c.cell_type == "code" for c in nb.cells)
+    warnings = check.static_warnings(["08"], folder, cases)
+    twice = [w for w in warnings if w.startswith("8.2 (causal_mask): causal_mask is defined in code cell")]
+    assert len(twice) == 1 and f"the later one (code cell {last}) is the one checked and graded" in twice[0], warnings
+    found = inspect_notebooks({"08": path}, {"08": {"8.1": "padding_mask", "8.2": "causal_mask"}})
+    assert list(found["08"].notes) == ["8.2"] and f"(code cell {last})" in found["08"].notes["8.2"]
