@@ -870,9 +870,23 @@ def _e_scale(rows) -> Arrays:
     return {"ratios": np.array(out, dtype=np.float64)}
 
 
+def _per_call(name: str, labels: list[str], stacked: np.ndarray) -> Arrays:
+    """One key per call of a stacked result, named by the call's inputs (``ratios_call_1_d_model_64_init_std_0.125``),
+    so that a message names the call it is about and indexes only that call's own result."""
+    return {f"{name}_call_{i}_{label}": np.asarray(value) for i, (label, value) in enumerate(zip(labels, stacked))}
+
+
+def _scale_labels(rows) -> list[str]:
+    return [f"d_model_{int(d)}_init_std_{float(s):.6g}".replace("+", "") for d, s in rows]
+
+
 def _p_scale(ns: ModuleType, rows) -> Arrays:
-    return {"ratios": np.stack([to_array(ns.scale_ratios(int(d), float(s)), f"scale_ratios({int(d)}, {float(s)!r})", kind="f")
-                                for d, s in rows])}
+    return _per_call("ratios", _scale_labels(rows), np.stack([
+        to_array(ns.scale_ratios(int(d), float(s)), f"scale_ratios({int(d)}, {float(s)!r})", kind="f") for d, s in rows]))
+
+
+def _e_scale_per_call(rows) -> Arrays:
+    return _per_call("ratios", _scale_labels(rows), _e_scale(rows)["ratios"])
 
 
 _SCALE_HINT = ("An embedding row with N(0, init_std^2) entries has E||row||^2 = d_model * init_std^2 (times d_model once "
@@ -892,7 +906,7 @@ for _n, (_id, _rows) in enumerate({
     "2.3-small-std-wide": [(2, 0.02), (4096, 0.02)],
 }.items()):
     _rows_fn = partial(_scale_rows_and_draw, _rows, 231 + _n)
-    _add(_id, "2.3", 1, (lambda f: lambda ns: _p_scale(ns, f()))(_rows_fn), (lambda f: lambda: _e_scale(f()))(_rows_fn),
+    _add(_id, "2.3", 1, (lambda f: lambda ns: _p_scale(ns, f()))(_rows_fn), (lambda f: lambda: _e_scale_per_call(f()))(_rows_fn),
          _SCALE_HINT, rtol=1e-6, atol=1e-9)
 
 
@@ -902,7 +916,7 @@ def _drawn_scale_rows() -> list[tuple[int, float]]:
     return [(int(d[i]), int(s[i]) / 1000) for i in range(3)]
 
 
-_add("2.3-drawn-widths", "2.3", 2, lambda ns: _p_scale(ns, _drawn_scale_rows()), lambda: _e_scale(_drawn_scale_rows()),
+_add("2.3-drawn-widths", "2.3", 2, lambda ns: _p_scale(ns, _drawn_scale_rows()), lambda: _e_scale_per_call(_drawn_scale_rows()),
      _SCALE_HINT, rtol=1e-6, atol=1e-9)
 
 
@@ -2620,8 +2634,10 @@ _PEAK_HINT = ("Keep the paper's shape, min(step**-0.5, step * warmup_steps**-1.5
               "(step == warmup_steps) is warmup_steps**-0.5, so lr = peak_lr * warmup_steps**0.5 * min(...), i.e. "
               "peak_lr * min(step / warmup_steps, sqrt(warmup_steps / step)). No d_model: the peak replaces it.")
 for _id, (_steps, _warmup, _peak) in _PEAK.items():
-    _add(_id, "9.4", 1, partial(lambda ns, s, w, p: {"lr": _peak_values(ns, s, w, p)}, s=_steps, w=_warmup, p=_peak),
-         partial(lambda s, w, p: {"lr": _peak_closed_form(s, w, p)}, _steps, _warmup, _peak), _PEAK_HINT, rtol=1e-6, atol=0.0)
+    _add(_id, "9.4", 1, partial(lambda ns, s, w, p: _per_call("lr", [f"step_{int(t)}" for t in s], _peak_values(ns, s, w, p)),
+                                s=_steps, w=_warmup, p=_peak),
+         partial(lambda s, w, p: _per_call("lr", [f"step_{int(t)}" for t in s], _peak_closed_form(s, w, p)),
+                 _steps, _warmup, _peak), _PEAK_HINT, rtol=1e-6, atol=0.0)
 
 
 def _p_peak_rejects(ns: ModuleType) -> Arrays:
@@ -2644,8 +2660,10 @@ def _drawn_peak() -> tuple[list[int], int, float]:
     return steps, warmup, float(_randint(943, 1, 100)) * 1e-4
 
 
-_add("9.4-drawn-steps", "9.4", 2, lambda ns: {"lr": _peak_values(ns, *_drawn_peak())},
-     lambda: {"lr": _peak_closed_form(*_drawn_peak())}, _PEAK_HINT, rtol=1e-6, atol=0.0)
+_add("9.4-drawn-steps", "9.4", 2,
+     lambda ns: (lambda d: _per_call("lr", [f"step_{t}" for t in d[0]], _peak_values(ns, *d)))(_drawn_peak()),
+     lambda: (lambda d: _per_call("lr", [f"step_{t}" for t in d[0]], _peak_closed_form(*d)))(_drawn_peak()),
+     _PEAK_HINT, rtol=1e-6, atol=0.0)
 
 
 # ===========================================================================

@@ -386,3 +386,19 @@ def test_a_removed_entry_is_shown_as_minus_inf():
     assert "got -inf, expected" in message and "got 0.0" not in message, message
     assert cases.compare(case, case.produce(types.SimpleNamespace(top_k_top_p_filtering=lambda *a: right)),
                          expected) is None
+
+
+def test_stacked_calls_are_named_by_their_inputs():
+    """Issue 22, item 5: a wrong entry of 2.3 (a (2, 2) result per call) or 9.4 (one number per step) is named by
+    the call's inputs and indexed within that call's own result."""
+    case = next(c for c in cases.CASES if c.id == "2.3-paper-init-several-widths")
+    expected = case.expected()
+    produced = {k: v.copy() for k, v in expected.items()}
+    key = next(k for k in produced if "d_model_64_" in k)
+    produced[key][1, 1] += 0.5
+    message = cases.compare(case, produced, expected)
+    assert f"`{key}`" in message and "init_std_0.125" in key and "index (1, 1)" in message, message
+    case = next(c for c in cases.CASES if c.id == "9.4-warmup-60-peak-2e-3")
+    expected = case.expected()
+    produced = {**expected, "lr_call_3_step_60": expected["lr_call_3_step_60"] * 2}
+    assert "`lr_call_3_step_60` is 0.004" in cases.compare(case, produced, expected)
