@@ -1689,7 +1689,8 @@ def _e_ablation(args) -> Arrays:
 
 _ABL_HINT = ("For each head h: the full output minus the output computed with head h's attention output (batch, seq_len, d_k) "
              "set to zero BEFORE the concatenation and w_o; take the L2 norm over d_model at every (batch, position) and "
-             "average those norms. Zero the head's output, not its weights or its query; no scale on the result.")
+             "average those norms. Zero the head's output, not its weights or its query. The attention itself is the "
+             "chapter's: scores scaled by 1/sqrt(d_k) before the softmax; the averaged norm is returned as it is.")
 for _id, _args, _pts in (
     ("5.4-four-heads", (541, 2, 5, 16, 4, "none"), 2),
     ("5.4-causal-two-heads", (542, 1, 6, 8, 2, "causal"), 2),

@@ -933,6 +933,29 @@ def multi_head_attention(query, key, value, w_qkv, w_o, n_heads, mask=None):
 """),
     ],
     "5.4": [
+        ("attention scores not scaled by 1/sqrt(d_k) (issue 22: the hint must not push away from it)", """
+def head_ablation_effect(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    b, n, d = x.shape
+    if d % n_heads:
+        raise ValueError("d_model")
+    dk = d // n_heads
+    sp = lambda t: t.reshape(b, n, n_heads, dk).transpose(1, 2)
+    q, k, v = sp(x @ w_q), sp(x @ w_k), sp(x @ w_v)
+    s = q @ k.transpose(-2, -1)
+    if mask is not None:
+        s = s.masked_fill(~mask, torch.finfo(s.dtype).min)
+    w = torch.softmax(s, -1)
+    if mask is not None:
+        w = w.masked_fill(~mask, 0.0)
+    heads = w @ v
+    full = heads.transpose(1, 2).reshape(b, n, d) @ w_o
+    out = []
+    for h in range(n_heads):
+        ablated = heads.clone()
+        ablated[:, h] = 0
+        out.append(torch.linalg.vector_norm(full - ablated.transpose(1, 2).reshape(b, n, d) @ w_o, dim=-1).mean())
+    return torch.stack(out)
+"""),
         ("the head's query zeroed instead of its output (it then attends uniformly)", """
 def head_ablation_effect(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
     b, n, d = x.shape
