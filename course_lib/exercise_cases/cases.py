@@ -2414,7 +2414,8 @@ def _ls_inputs(seed, batch, tgt_len, vocab, pad_id, n_pad):
 def _p_ls(ns: ModuleType, args, eps) -> Arrays:
     logits, target = _ls_inputs(*args)
     what = "label_smoothed_loss(logits, target, label_smoothing, pad_id)"
-    loss, grad = _pair(ns.label_smoothed_loss(logits, target, eps, args[4]), what, ("loss", "grad_logits"))
+    with torch.no_grad():  # the statement asks for the gradient in closed form: no backward() while it runs
+        loss, grad = _pair(ns.label_smoothed_loss(logits, target, eps, args[4]), what, ("loss", "grad_logits"))
     return {"loss": to_array(loss, what + "[0]", kind="f"), "grad_logits": to_array(grad, what + "[1]", kind="f")}
 
 
@@ -2431,7 +2432,8 @@ def _e_ls(args, eps) -> Arrays:
 _LS_HINT = ("Target distribution q: (1 - eps) on the true class plus eps / vocab_size on EVERY class (the true one included), "
             "as F.cross_entropy(..., label_smoothing=eps) does; loss = mean over the n non-padding positions of "
             "-sum_c q_c log p_c. Its gradient with respect to the logits is (softmax(logits) - q) / n at every non-padding "
-            "position and exactly 0 at the padding positions (they are not in the mean).")
+            "position and exactly 0 at the padding positions (they are not in the mean). The cases run your function "
+            "with autograd switched off (torch.no_grad()): backward() fails there - compute the gradient yourself.")
 for _id, _args, _eps, _points in (
     ("9.1-eps-0.1-with-padding", (901, 3, 6, 11, 0, 2), 0.1, 2),
     ("9.1-eps-0-is-cross-entropy", (902, 2, 5, 7, 0, 1), 0.0, 1),

@@ -1547,6 +1547,16 @@ def prefix_lm_mask(tokens, prefix_lengths, pad_id):
 """),
     ],
     "9.1": [
+        ("the gradient by backward(), not in closed form (issue 22)", """
+def label_smoothed_loss(logits, target, label_smoothing, pad_id):
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError("label_smoothing")
+    z = logits.detach().double().requires_grad_(True)
+    loss = F.cross_entropy(z.reshape(-1, z.shape[-1]), target.reshape(-1), ignore_index=pad_id,
+                           label_smoothing=label_smoothing)
+    loss.backward()
+    return loss.detach(), z.grad
+"""),
         ("eps spread over the other classes only", """
 def label_smoothed_loss(logits, target, label_smoothing, pad_id):
     if not 0 <= label_smoothing <= 1:
