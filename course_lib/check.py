@@ -61,9 +61,10 @@ from pathlib import Path
 from types import ModuleType
 
 from .grading.casefile import CASES_FILE
-from .grading.compare import unearned_passes
+from .grading.compare import REJECTION_ALONE, unearned_passes
 from .grading.cli import prog_name
 from .grading.extract import code_cell_numbers, rename_cells
+from .grading.quoting import OUTPUT_LABEL, escape_hidden, quoted_block
 
 __all__ = ["clone_root", "repository_root", "load_cases", "resolve_chapters", "default_notebooks", "is_exercise_notebook", "chapter_functions", "split_targets",
            "run_checks", "format_report", "drawn_case_ids",
@@ -71,6 +72,12 @@ __all__ = ["clone_root", "repository_root", "load_cases", "resolve_chapters", "d
            "CaseResult", "CheckRun"]
 
 CASES_MODULE = "course_exercise_cases"
+#: said under "What to fix": why the grader's points for a wrong answer may differ from the checker's
+DRAWN_INPUTS_NOTE = ("Note: the grader draws new inputs for every case marked as drawn, so a wrong answer may earn "
+                     "different points there (and its messages show other numbers); a right answer earns the same "
+                     "points in both.")
+#: how a warning that the grader raises as a flag ends (see static_warnings)
+FLAG_TAIL = "your instructor's grader flags this for review."
 #: seconds the whole run may take, per chapter checked (the run is killed after that)
 DEFAULT_TIMEOUT_PER_CHAPTER_S = 120.0
 #: seconds the student's code may run in one case
@@ -219,16 +226,19 @@ def static_warnings(chapters: list[str], notebooks: Path, cases: ModuleType) -> 
     cannot be read gives no warning here (the tests report it).
     """
     from course_lib.grading.extract import SubmissionError, extract_source
-    from course_lib.grading.static_checks import check_source
+    from course_lib.grading.static_checks import check_source, defined_twice
 
     lines: list[str] = []
     for chapter in chapters or list(cases.NOTEBOOKS):
         path = notebooks / cases.NOTEBOOKS[chapter]
         exercises = {ex: fn for ex, fn in cases.EXERCISES.items() if f"{int(ex.split('.')[0]):02d}" == chapter}
         try:
-            flags = check_source(extract_source(path), chapter, exercises)
+            source = extract_source(path)
         except (SubmissionError, OSError):
             continue
+        flags = check_source(source, chapter, exercises)
+        for exercise, note in defined_twice(source, exercises).items():
+            lines.append(f"{exercise} ({exercises[exercise]}): {rename_cells(note, path)}.")
         for flag in flags:
             detail = rename_cells(flag.detail, path)
             if flag.code == "delegates":
@@ -429,8 +439,8 @@ def run_checks(chapters: list[str], notebooks: Path, timeout_s: float | None = N
             f"(e.g. a decoding loop that ignores max_len)? The cases that finished keep their points."
         )
     elif unfinished:
-        run.problem = (f"the checks ended (exit code {returncode}) without results for some cases. "
-                       f"Their output:\n{log_tail}")
+        run.problem = "\n".join([f"the checks ended (exit code {returncode}) without results for some cases.",
+                                 *quoted_block(OUTPUT_LABEL, [log_tail], 2000, indent="  ")])
         for result in unfinished:
             result.message = "no result (the run stopped before this case)"
     drawn = drawn_case_ids(cases, wanted)
@@ -510,11 +520,12 @@ def format_report(run: CheckRun, exercises: dict[str, str], max_messages: int = 
             rest = [r.id for r in really][max_messages:]
             if rest:
                 details.append(f"  ... and {len(rest)} more failing case(s): {', '.join(rest)}")
-            if held:
-                kinds = sorted({r.message for r in held})
-                details.append(f"  ~ {len(held)} case(s) pass but earn their points only once a case with drawn inputs "
-                               f"passes too ({', '.join(r.id for r in held)}):")
-                details += [_indent(textwrap.fill(k, 96), "    ") for k in kinds]
+            for why in sorted({r.message for r in held}):  # one line per reason, naming its cases
+                these = [r.id for r in held if r.message == why]
+                kind = "a rejection case" if why.startswith(REJECTION_ALONE) else "a case with fixed inputs"
+                details.append(f"  ~ {len(these)} case(s) pass but earn their points only once a case with drawn "
+                               f"inputs passes too, because each is {kind} ({', '.join(these)}):")
+                details.append(_indent(textwrap.fill(why, 96), "    "))
     lines.append("  " + "-" * (len(header) + 14))
     lines.append(f"  {'Total':<9} {'':<30} {earned_total:>3}/{total:<3}")
     if run.missing:
@@ -534,9 +545,16 @@ def format_report(run: CheckRun, exercises: dict[str, str], max_messages: int = 
         lines += ["", "Warnings:"] + ["  ! " + textwrap.fill(w, 100, subsequent_indent="    ") for w in run.warnings]
     if details:
         lines += ["", "What to fix:"] + details
+        lines += ["", DRAWN_INPUTS_NOTE]
     elif earned_total == total and total:
         lines += ["", "Everything passes. Well done!"]
-    return "\n".join(lines)
+    flagged = [w for w in run.warnings if w.endswith(FLAG_TAIL)]
+    if flagged:  # the last line says it: points are not the whole story
+        lines += ["", f"Your instructor's grader will flag {len(flagged)} thing(s) above for review (see Warnings): "
+                      f"flags never change points, but your instructor reads them."]
+    # the student's own words (error texts, notes, output) are quoted in the messages; hidden and look-alike
+    # characters are written out everywhere, so no line of them can reorder or hide what it says
+    return escape_hidden("\n".join(lines), keep="\n")
 
 
 def usage_error(message: str) -> int:

@@ -38,6 +38,8 @@ import traceback
 from pathlib import Path
 from types import ModuleType
 
+from course_lib.grading.quoting import ERROR_LABEL, escape_hidden, quoted_block
+
 __all__ = ["CaseTimeout", "time_limit", "NotebookLoader", "run_case", "student_frames", "NAME_ERROR_NOTE", "main"]
 
 NAME_ERROR_NOTE = (
@@ -182,6 +184,18 @@ def student_frames(exc: BaseException, notebook: Path | None = None) -> str:
     return "\n".join(out)
 
 
+#: the most characters of one error text of the student's code the check command shows
+ERROR_CHARS = 1200
+
+
+def _exception_text(exc: BaseException) -> str:
+    """``Type: message`` of the student's exception (its ``__str__`` may raise: then the type alone)."""
+    try:
+        return f"{type(exc).__name__}: {exc}"
+    except Exception:  # noqa: BLE001 - the student's __str__
+        return type(exc).__name__
+
+
 def is_return_type_error(exc: BaseException) -> bool:
     """Whether ``exc`` is the cases' ``ReturnTypeError`` (a function returned a value of the wrong type)."""
     return isinstance(exc, TypeError) and type(exc).__name__ == "ReturnTypeError"
@@ -257,8 +271,10 @@ def _run_on(case, cases: ModuleType, ns: ModuleType, notebook: Path, head: str, 
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - the student's code may raise anything
         if is_return_type_error(exc):  # the one return-type rule (cases.to_array): one line, no frames
             return "failed", f"{head}: {exc}"
-        lines = [f"{head}: calling your code raised {type(exc).__name__}: {exc}", student_frames(exc, notebook),
-                 NAME_ERROR_NOTE if isinstance(exc, NameError) else "", f"  Hint: {case.hint}"]
+        name = escape_hidden(type(exc).__name__)[:80]
+        lines = [f"{head}: calling your code raised {name}", student_frames(exc, notebook),
+                 NAME_ERROR_NOTE if isinstance(exc, NameError) else "", f"  Hint: {case.hint}",
+                 *quoted_block(ERROR_LABEL, [_exception_text(exc)], ERROR_CHARS, indent="  ")]
         return "failed", "\n".join(line for line in lines if line)
     message = cases.compare(case, produced, case.expected())
     return ("failed", message) if message else ("passed", "")

@@ -785,21 +785,51 @@ for _id, _args in {
          partial(_e_scaled_embedding_pad, *_args), _EMB_PAD_HINT)
 
 
+def _value_error_text(fn: Callable[[], object]) -> str | None:
+    """The message of the ``ValueError`` that ``fn()`` raises (``None`` when it raises none); ``NotImplementedError``
+    propagates."""
+    try:
+        fn()
+    except NotImplementedError:
+        raise
+    except ValueError as exc:
+        return str(exc)
+    except Exception:
+        return None
+    return None
+
+
+def _rejections(checks: dict) -> Arrays:
+    """``raised_for_<situation>``: ``fn()`` raises ``ValueError``, for each ``situation -> (fn, words)``; and
+    ``message_names_<w1>_and_<w2>``: every such ``ValueError`` raised names the words the statement promises."""
+    out: Arrays = {}
+    named: dict[str, bool] = {}
+    for situation, (fn, words) in checks.items():
+        text = _value_error_text(fn)
+        out[f"raised_for_{situation}"] = np.array(text is not None)
+        if words:
+            key = "message_names_" + "_and_".join(words)
+            named[key] = named.get(key, True) and (text is None or all(w in text for w in words))
+    return {**out, **{k: np.array(v) for k, v in named.items()}}
+
+
 def _p_embedding_rejects(ns: ModuleType) -> Arrays:
     weight = _randn(205, 5, 4)
-    return {
-        "raised_for_id_equal_to_vocab_size": _raises_value_error(lambda: ns.scaled_embedding(torch.tensor([[0, 5]]), weight)),
-        "raised_for_negative_id": _raises_value_error(lambda: ns.scaled_embedding(torch.tensor([[-1, 2]]), weight)),
-        "raised_for_float_tokens": _raises_value_error(lambda: ns.scaled_embedding(torch.tensor([[0.0, 1.0]]), weight)),
-        "raised_for_padding_idx_5": _raises_value_error(lambda: ns.scaled_embedding(torch.tensor([[0, 1]]), weight, padding_idx=5)),
-    }
+    return _rejections({
+        "id_equal_to_vocab_size": (lambda: ns.scaled_embedding(torch.tensor([[0, 5]]), weight), ("tokens",)),
+        "negative_id": (lambda: ns.scaled_embedding(torch.tensor([[-1, 2]]), weight), ("tokens",)),
+        "float_tokens": (lambda: ns.scaled_embedding(torch.tensor([[0.0, 1.0]]), weight), ("tokens",)),
+        "bool_tokens": (lambda: ns.scaled_embedding(torch.tensor([[True, False]]), weight), ("tokens",)),
+        "padding_idx_5": (lambda: ns.scaled_embedding(torch.tensor([[0, 1]]), weight, padding_idx=5), ("padding_idx",)),
+    })
 
 
 _add("2.1-rejects-bad-tokens", "2.1", 1, _p_embedding_rejects,
      lambda: {k: np.array(True) for k in ("raised_for_id_equal_to_vocab_size", "raised_for_negative_id", "raised_for_float_tokens",
-                                          "raised_for_padding_idx_5")},
-     "Raise ValueError (naming `tokens`) when tokens is not an integer tensor or an id lies outside [0, vocab_size), "
-     "and (naming `padding_idx`) when padding_idx is not None and outside [0, vocab_size).")
+                                          "raised_for_bool_tokens", "raised_for_padding_idx_5",
+                                          "message_names_tokens", "message_names_padding_idx")},
+     "Raise ValueError (naming `tokens`) when tokens is not an integer tensor (float or bool) or an id lies outside "
+     "[0, vocab_size), and (naming `padding_idx`) when padding_idx is not None and outside [0, vocab_size).")
 
 
 def _p_tied(ns: ModuleType, args) -> Arrays:
@@ -840,9 +870,23 @@ def _e_scale(rows) -> Arrays:
     return {"ratios": np.array(out, dtype=np.float64)}
 
 
+def _per_call(name: str, labels: list[str], stacked: np.ndarray) -> Arrays:
+    """One key per call of a stacked result, named by the call's inputs (``ratios_call_1_d_model_64_init_std_0.125``),
+    so that a message names the call it is about and indexes only that call's own result."""
+    return {f"{name}_call_{i}_{label}": np.asarray(value) for i, (label, value) in enumerate(zip(labels, stacked))}
+
+
+def _scale_labels(rows) -> list[str]:
+    return [f"d_model_{int(d)}_init_std_{float(s):.6g}".replace("+", "") for d, s in rows]
+
+
 def _p_scale(ns: ModuleType, rows) -> Arrays:
-    return {"ratios": np.stack([to_array(ns.scale_ratios(int(d), float(s)), f"scale_ratios({int(d)}, {float(s)!r})", kind="f")
-                                for d, s in rows])}
+    return _per_call("ratios", _scale_labels(rows), np.stack([
+        to_array(ns.scale_ratios(int(d), float(s)), f"scale_ratios({int(d)}, {float(s)!r})", kind="f") for d, s in rows]))
+
+
+def _e_scale_per_call(rows) -> Arrays:
+    return _per_call("ratios", _scale_labels(rows), _e_scale(rows)["ratios"])
 
 
 _SCALE_HINT = ("An embedding row with N(0, init_std^2) entries has E||row||^2 = d_model * init_std^2 (times d_model once "
@@ -862,7 +906,7 @@ for _n, (_id, _rows) in enumerate({
     "2.3-small-std-wide": [(2, 0.02), (4096, 0.02)],
 }.items()):
     _rows_fn = partial(_scale_rows_and_draw, _rows, 231 + _n)
-    _add(_id, "2.3", 1, (lambda f: lambda ns: _p_scale(ns, f()))(_rows_fn), (lambda f: lambda: _e_scale(f()))(_rows_fn),
+    _add(_id, "2.3", 1, (lambda f: lambda ns: _p_scale(ns, f()))(_rows_fn), (lambda f: lambda: _e_scale_per_call(f()))(_rows_fn),
          _SCALE_HINT, rtol=1e-6, atol=1e-9)
 
 
@@ -872,7 +916,7 @@ def _drawn_scale_rows() -> list[tuple[int, float]]:
     return [(int(d[i]), int(s[i]) / 1000) for i in range(3)]
 
 
-_add("2.3-drawn-widths", "2.3", 2, lambda ns: _p_scale(ns, _drawn_scale_rows()), lambda: _e_scale(_drawn_scale_rows()),
+_add("2.3-drawn-widths", "2.3", 2, lambda ns: _p_scale(ns, _drawn_scale_rows()), lambda: _e_scale_per_call(_drawn_scale_rows()),
      _SCALE_HINT, rtol=1e-6, atol=1e-9)
 
 
@@ -1474,14 +1518,15 @@ for _id, _args, _pts in (
 
 
 def _p_split_rejects(ns: ModuleType) -> Arrays:
-    return {
-        "raised_for_indivisible_d_model": _raises_value_error(lambda: ns.split_heads(_randn(505, 2, 3, 10), 4)),
-        "raised_for_1d_input": _raises_value_error(lambda: ns.split_heads(_randn(506, 8), 2)),
-    }
+    return _rejections({
+        "indivisible_d_model": (lambda: ns.split_heads(_randn(505, 2, 3, 10), 4), ("10", "4")),  # both numbers
+        "1d_input": (lambda: ns.split_heads(_randn(506, 8), 2), ()),
+    })
 
 
 _add("5.1-rejects-bad-input", "5.1", 1, _p_split_rejects,
-     lambda: {"raised_for_indivisible_d_model": np.array(True), "raised_for_1d_input": np.array(True)},
+     lambda: {"raised_for_indivisible_d_model": np.array(True), "raised_for_1d_input": np.array(True),
+              "message_names_10_and_4": np.array(True)},
      "Raise ValueError when x has fewer than 2 dims (it needs (..., seq_len, d_model)) or when d_model is not divisible "
      "by n_heads (name both numbers).")
 
@@ -1644,7 +1689,8 @@ def _e_ablation(args) -> Arrays:
 
 _ABL_HINT = ("For each head h: the full output minus the output computed with head h's attention output (batch, seq_len, d_k) "
              "set to zero BEFORE the concatenation and w_o; take the L2 norm over d_model at every (batch, position) and "
-             "average those norms. Zero the head's output, not its weights or its query; no scale on the result.")
+             "average those norms. Zero the head's output, not its weights or its query. The attention itself is the "
+             "chapter's: scores scaled by 1/sqrt(d_k) before the softmax; the averaged norm is returned as it is.")
 for _id, _args, _pts in (
     ("5.4-four-heads", (541, 2, 5, 16, 4, "none"), 2),
     ("5.4-causal-two-heads", (542, 1, 6, 8, 2, "causal"), 2),
@@ -2368,7 +2414,8 @@ def _ls_inputs(seed, batch, tgt_len, vocab, pad_id, n_pad):
 def _p_ls(ns: ModuleType, args, eps) -> Arrays:
     logits, target = _ls_inputs(*args)
     what = "label_smoothed_loss(logits, target, label_smoothing, pad_id)"
-    loss, grad = _pair(ns.label_smoothed_loss(logits, target, eps, args[4]), what, ("loss", "grad_logits"))
+    with torch.no_grad():  # the statement asks for the gradient in closed form: no backward() while it runs
+        loss, grad = _pair(ns.label_smoothed_loss(logits, target, eps, args[4]), what, ("loss", "grad_logits"))
     return {"loss": to_array(loss, what + "[0]", kind="f"), "grad_logits": to_array(grad, what + "[1]", kind="f")}
 
 
@@ -2385,7 +2432,8 @@ def _e_ls(args, eps) -> Arrays:
 _LS_HINT = ("Target distribution q: (1 - eps) on the true class plus eps / vocab_size on EVERY class (the true one included), "
             "as F.cross_entropy(..., label_smoothing=eps) does; loss = mean over the n non-padding positions of "
             "-sum_c q_c log p_c. Its gradient with respect to the logits is (softmax(logits) - q) / n at every non-padding "
-            "position and exactly 0 at the padding positions (they are not in the mean).")
+            "position and exactly 0 at the padding positions (they are not in the mean). The cases run your function "
+            "with autograd switched off (torch.no_grad()): backward() fails there - compute the gradient yourself.")
 for _id, _args, _eps, _points in (
     ("9.1-eps-0.1-with-padding", (901, 3, 6, 11, 0, 2), 0.1, 2),
     ("9.1-eps-0-is-cross-entropy", (902, 2, 5, 7, 0, 1), 0.0, 1),
@@ -2445,6 +2493,11 @@ for _id in _NOAM_STEPS:
 
 
 def _p_noam_int(ns: ModuleType) -> Arrays:
+    for step in (1, 4000, 16000):  # the statement promises a Python float for an int step
+        value = ns.noam_lr(step, 512, 4000)
+        if not isinstance(value, float):
+            raise ReturnTypeError(f"noam_lr({step}, 512, 4000) returned {type(value).__name__}; an int step gives a "
+                                  f"Python float (float(...) of the 0-dim result)")
     values = [_noam_value(ns, s, 512, 4000) for s in (1, 4000, 16000)]
     if any(v.shape != () for v in values):
         raise TypeError(f"noam_lr(step, ...) with an int step must return one number (a float); got shape {values[0].shape}")
@@ -2456,16 +2509,17 @@ _add("9.2-int-steps", "9.2", 1, _p_noam_int, lambda: {"lr": _noam_closed_form((1
 
 
 def _p_noam_rejects(ns: ModuleType) -> Arrays:
-    return {
-        "raised_for_step_0": _raises_value_error(lambda: ns.noam_lr(0, 512, 4000)),
-        "raised_for_a_0_in_the_steps": _raises_value_error(lambda: ns.noam_lr(torch.tensor([3, 0, 5]), 512, 4000)),
-        "raised_for_warmup_0": _raises_value_error(lambda: ns.noam_lr(10, 512, 0)),
-    }
+    return _rejections({
+        "step_0": (lambda: ns.noam_lr(0, 512, 4000), ("step",)),
+        "a_0_in_the_steps": (lambda: ns.noam_lr(torch.tensor([3, 0, 5]), 512, 4000), ("step",)),
+        "warmup_0": (lambda: ns.noam_lr(10, 512, 0), ("warmup_steps",)),
+    })
 
 
 _add("9.2-rejects-step-0", "9.2", 1, _p_noam_rejects,
      lambda: {"raised_for_step_0": np.array(True), "raised_for_a_0_in_the_steps": np.array(True),
-              "raised_for_warmup_0": np.array(True)},
+              "raised_for_warmup_0": np.array(True), "message_names_step": np.array(True),
+              "message_names_warmup_steps": np.array(True)},
      "Steps count from 1 (step**-0.5 is undefined at 0): raise ValueError naming step when any step is < 1 (also inside a "
      "tensor: (step < 1).any()), and naming warmup_steps when it is < 1.")
 
@@ -2583,8 +2637,10 @@ _PEAK_HINT = ("Keep the paper's shape, min(step**-0.5, step * warmup_steps**-1.5
               "(step == warmup_steps) is warmup_steps**-0.5, so lr = peak_lr * warmup_steps**0.5 * min(...), i.e. "
               "peak_lr * min(step / warmup_steps, sqrt(warmup_steps / step)). No d_model: the peak replaces it.")
 for _id, (_steps, _warmup, _peak) in _PEAK.items():
-    _add(_id, "9.4", 1, partial(lambda ns, s, w, p: {"lr": _peak_values(ns, s, w, p)}, s=_steps, w=_warmup, p=_peak),
-         partial(lambda s, w, p: {"lr": _peak_closed_form(s, w, p)}, _steps, _warmup, _peak), _PEAK_HINT, rtol=1e-6, atol=0.0)
+    _add(_id, "9.4", 1, partial(lambda ns, s, w, p: _per_call("lr", [f"step_{int(t)}" for t in s], _peak_values(ns, s, w, p)),
+                                s=_steps, w=_warmup, p=_peak),
+         partial(lambda s, w, p: _per_call("lr", [f"step_{int(t)}" for t in s], _peak_closed_form(s, w, p)),
+                 _steps, _warmup, _peak), _PEAK_HINT, rtol=1e-6, atol=0.0)
 
 
 def _p_peak_rejects(ns: ModuleType) -> Arrays:
@@ -2607,8 +2663,10 @@ def _drawn_peak() -> tuple[list[int], int, float]:
     return steps, warmup, float(_randint(943, 1, 100)) * 1e-4
 
 
-_add("9.4-drawn-steps", "9.4", 2, lambda ns: {"lr": _peak_values(ns, *_drawn_peak())},
-     lambda: {"lr": _peak_closed_form(*_drawn_peak())}, _PEAK_HINT, rtol=1e-6, atol=0.0)
+_add("9.4-drawn-steps", "9.4", 2,
+     lambda ns: (lambda d: _per_call("lr", [f"step_{t}" for t in d[0]], _peak_values(ns, *d)))(_drawn_peak()),
+     lambda: (lambda d: _per_call("lr", [f"step_{t}" for t in d[0]], _peak_closed_form(*d)))(_drawn_peak()),
+     _PEAK_HINT, rtol=1e-6, atol=0.0)
 
 
 # ===========================================================================
@@ -2910,13 +2968,22 @@ def _unfrozen_beam(step_fn, max_len: int, beam_size: int, alpha: float, min_leng
 def _p_beam(ns: ModuleType, args, min_length: int = 0) -> Arrays:
     kind, seed, vocab, max_len, beam_size, length_penalty = args
     fn = _StepFn(kind, seed, vocab, max_len, max_calls=20000)
-    tokens, score = _pair(
-        ns.beam_search(fn, BOS, EOS, max_len, beam_size, length_penalty, min_length),
-        f"beam_search(step_fn, bos_id, eos_id, max_len={max_len}, beam_size={beam_size}, alpha={length_penalty}, "
-        f"min_length={min_length})",
-        ("tokens", "score"),
-    )
-    return {"tokens": to_array(tokens, "tokens", kind="i"), "score": to_array(score, "score", kind="f").reshape(())}
+    after_eos: list[bool] = []
+
+    def step_fn(prefix):  # the statement promises to look for a finished hypothesis that is extended
+        if isinstance(prefix, torch.Tensor) and prefix.dim() == 1 and bool((prefix[1:] == EOS).any()):
+            after_eos.append(True)
+        return fn(prefix)
+
+    call = (f"beam_search(step_fn, bos_id, eos_id, max_len={max_len}, beam_size={beam_size}, alpha={length_penalty}, "
+            f"min_length={min_length})")
+    tokens, score = _pair(ns.beam_search(step_fn, BOS, EOS, max_len, beam_size, length_penalty, min_length), call,
+                          ("tokens", "score"))
+    if not isinstance(score, float):  # the statement promises "its normalised score as a float"
+        raise ReturnTypeError(f"{call} returned a score of type {type(score).__name__}; return it as a Python float "
+                              f"(float(...))")
+    return {"tokens": to_array(tokens, "tokens", kind="i"), "score": to_array(score, "score", kind="f").reshape(()),
+            "a_finished_hypothesis_was_extended": np.array(bool(after_eos))}
 
 
 def _e_beam(kind, seed, vocab, max_len, beam_size, length_penalty, min_length=0) -> Arrays:
@@ -2935,7 +3002,8 @@ def _e_beam(kind, seed, vocab, max_len, beam_size, length_penalty, min_length=0)
         seq, score = _exhaustive_reference(fn, max_len, length_penalty, min_length)
     else:
         seq, score, _ = _beam_reference(fn, max_len, beam_size, length_penalty, min_length)
-    return {"tokens": np.array(seq, dtype=np.int64), "score": np.array(score)}
+    return {"tokens": np.array(seq, dtype=np.int64), "score": np.array(score),
+            "a_finished_hypothesis_was_extended": np.array(False)}
 
 
 def _beam_is_clear(kind, seed, vocab, max_len, beam_size, length_penalty, min_length=0, live_best=False,
@@ -3131,7 +3199,9 @@ def _p_filter(ns: ModuleType, key) -> Arrays:
     out = ns.top_k_top_p_filtering(logits, temperature, top_k, top_p)
     arr = to_array(out, f"top_k_top_p_filtering(logits, temperature={temperature}, top_k={top_k}, top_p={shown})", kind="f")
     kept = np.isfinite(arr)
-    return {"kept": kept, "values": np.where(kept, arr, 0.0), "removed_are_minus_inf": np.array(bool(np.all(arr[~kept] == -np.inf)))}
+    # removed entries stay -inf in "values" (a message then says "got -inf", never a made-up 0.0)
+    return {"kept": kept, "values": np.where(kept, arr, -np.inf),
+            "removed_are_minus_inf": np.array(bool(np.all(arr[~kept] == -np.inf)))}
 
 
 def _e_filter(key) -> Arrays:
@@ -3141,7 +3211,7 @@ def _e_filter(key) -> Arrays:
     top_p = _filter_top_p(key)
     top_p = top_p.double().numpy() if isinstance(top_p, torch.Tensor) else top_p
     kept = np.array(hand) if hand is not None else _filter_reference(logits, temperature, top_k, top_p)
-    return {"kept": kept, "values": np.where(kept, logits / temperature, 0.0), "removed_are_minus_inf": np.array(True)}
+    return {"kept": kept, "values": np.where(kept, logits / temperature, -np.inf), "removed_are_minus_inf": np.array(True)}
 
 
 _FILTER_HINT = ("First divide the logits by temperature; return THOSE scaled logits, with removed entries float('-inf'). top_k: keep "
@@ -3372,11 +3442,14 @@ def _p_banned_rejects(ns: ModuleType) -> Arrays:
     return {
         "raised_for_n_0": _raises_value_error(lambda: ns.banned_tokens(rows, 0, 4)),
         "raised_for_token_beyond_vocab": _raises_value_error(lambda: ns.banned_tokens(_prefix_list([[1, 2], [7]]), 2, 4)),
+        # -1 would silently index (and ban) the last token
+        "raised_for_negative_id": _raises_value_error(lambda: ns.banned_tokens(_prefix_list([[1, 2], [-1, 3]]), 2, 4)),
     }
 
 
 _add("10.5-rejects-bad-arguments", "10.5", 1, _p_banned_rejects,
-     lambda: {"raised_for_n_0": np.array(True), "raised_for_token_beyond_vocab": np.array(True)},
+     lambda: {"raised_for_n_0": np.array(True), "raised_for_token_beyond_vocab": np.array(True),
+              "raised_for_negative_id": np.array(True)},
      "Raise ValueError naming the argument when n < 1 or a prefix holds an id outside [0, vocab_size).")
 
 

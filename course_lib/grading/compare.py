@@ -22,8 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .quoting import escape_hidden
+
 __all__ = ["ResultError", "CaseVerdict", "read_array", "read_input_array", "decode_arrays",
-           "compare_arrays", "judge_case", "is_rejection_case", "unearned_passes", "REJECTION_ALONE", "FIXED_ALONE"]
+           "compare_arrays", "judge_case", "error_line", "is_rejection_case", "unearned_passes", "REJECTION_ALONE", "FIXED_ALONE"]
 
 _ALLOWED = {np.dtype(np.float64): "f", np.dtype(np.int64): "i", np.dtype(np.bool_): "b"}
 _INPUT_DTYPES = {*_ALLOWED, np.dtype(np.float32)}
@@ -50,7 +52,9 @@ def read_array(data: bytes, allowed=_ALLOWED) -> np.ndarray:
     try:
         arr = np.load(io.BytesIO(data), allow_pickle=False)
     except Exception as exc:  # noqa: BLE001 - any parse failure is a bad result
-        raise ResultError(f"the result cannot be read as an array ({type(exc).__name__}: {exc})") from None
+        # numpy's words may repeat the child's header: one escaped line (see .quoting)
+        why = escape_hidden(f"{type(exc).__name__}: {exc}")[:200]
+        raise ResultError(f"the result cannot be read as an array ({why})") from None
     if type(arr) is not np.ndarray:
         raise ResultError("the result is not a plain array")
     if arr.dtype not in allowed:
@@ -166,6 +170,9 @@ def _compare_flag(key: str, got: bool, ref: bool) -> str | None:
         return None
     if key.startswith("raised_for_"):
         return f"ValueError was {'not ' if ref else ''}raised for {_situation(key[len('raised_for_'):])}."
+    if key.startswith("message_names_") and ref:
+        words = " and ".join(f"`{w}`" for w in key[len("message_names_"):].split("_and_"))
+        return f"a ValueError was raised, but its message does not name {words} (the exercise asks for it)."
     return f"`{key}` is {got}; expected {ref}."
 
 
@@ -266,7 +273,7 @@ def judge_case(case: dict, message: dict | None, reference: dict[str, np.ndarray
         return verdict
     lines = []
     if error:
-        lines.append(f"your code raised: {error}")
+        lines.append(error_line(error))
     elif not message:
         lines.append({"timeout": "the chapter ran out of time (an endless loop?) and was stopped",
                       "crashed": "the process stopped before this case was recorded (sys.exit / os._exit / a crash)",
@@ -274,6 +281,20 @@ def judge_case(case: dict, message: dict | None, reference: dict[str, np.ndarray
     lines.extend(problems)
     verdict.message = head + ":\n  - " + "\n  - ".join(lines) + f"\n  Hint: {case['hint']}"
     return verdict
+
+
+#: a return-type problem as the child words it (``cases.ReturnTypeError``: ``f(...) returned list; return ...``)
+_RETURNED = re.compile(r"^[\w.]+(?:\(.*?\))? returned .+; return ")
+
+
+def error_line(error: str) -> str:
+    """The grader's words for a case whose run recorded ``error`` (the child's text, untrusted, is never part
+    of them: the reports quote it after the grader's lines, see :mod:`.quoting`)."""
+    if _RETURNED.match(error):
+        return "your function returned a value of the wrong type (what it returned is described below)"
+    if "NotImplementedError" in error.split("\n", 1)[0]:
+        return "your code raised NotImplementedError (not written yet?)"
+    return "your code raised an error (its text is quoted below)"
 
 
 #: why a passed rejection case earns nothing yet (shown to the student)

@@ -591,27 +591,38 @@ def standin_note(case: dict, cases: list[dict]) -> str:
 
 
 def _notebook_notes(ref: Reference, run: ChildRun, work: Path, inspected: dict[str, ChapterInspection]
-                    ) -> tuple[dict[str, str], list[str]]:
-    """``(chapter -> why its notebook cannot be read, notes)``: each said once, not once per case."""
-    unreadable, notes = {}, []
+                    ) -> tuple[dict[str, str], list[str], dict[str, list[str]]]:
+    """``(chapter -> why its notebook cannot be read, the grader's notes, chapter -> the child's notes)``: each
+    said once, not once per case. The child's words (why a notebook cannot be read, one note per skipped cell)
+    are student text: the reports quote them after the grader's lines (:mod:`.quoting`); the grader's own
+    note only says that they exist."""
+    unreadable, notes, child_notes = {}, [], {}
     for ch in ref.chapters:
         seen = run.notebooks.get(ch)
         if not seen:
             continue
         numbers = inspected[ch].cell_numbers if ch in inspected else {}
+        said = []
         if seen["status"] != "ok":
             why = rename_cells_with(_strip_workdir(seen["problem"], work), numbers) or "it cannot be read"
             unreadable[ch] = why
-            notes.append(f"{ref.notebooks[ch]} cannot be read, so its exercises score 0: {why}")
-        for note in seen["notes"]:
-            notes.append(rename_cells_with(_strip_workdir(note, work), numbers))
-    return unreadable, notes
+            said.append(why)
+            notes.append(f"{ref.notebooks[ch]} cannot be read, so its exercises score 0 (why: see the messages "
+                         f"from your code's run, quoted below).")
+        skipped = [rename_cells_with(_strip_workdir(note, work), numbers) for note in seen["notes"]]
+        if skipped:
+            notes.append(f"{ref.notebooks[ch]}: the run of your code reported {len(skipped)} skipped code "
+                         f"cell{'s' if len(skipped) > 1 else ''} (only their definitions are lost; its messages are "
+                         f"quoted below).")
+        if said or skipped:
+            child_notes[ch] = said + skipped
+    return unreadable, notes, child_notes
 
 
 def _judge(sub: Submission, ref: Reference, work: Path, run: ChildRun, flags: list[str],
            notes: list[str], limits: Limits, inspected: dict[str, ChapterInspection]) -> StudentResult:
     verdicts = []
-    unreadable, notebook_notes = _notebook_notes(ref, run, work, inspected)
+    unreadable, notebook_notes, child_notes = _notebook_notes(ref, run, work, inspected)
     notes.extend(notebook_notes)
     for ch in unreadable:
         if run.chapter_status.get(ch) == "ok":
@@ -666,12 +677,16 @@ def _judge(sub: Submission, ref: Reference, work: Path, run: ChildRun, flags: li
     exercises: dict[str, int] = {}
     for v in verdicts:
         exercises[v.exercise] = exercises.get(v.exercise, 0) + v.points
+    exercise_notes: dict[str, list[str]] = {}
+    for inspection in inspected.values():  # an exercise function defined in two cells: the later one counts
+        for exercise, note in inspection.notes.items():
+            exercise_notes.setdefault(exercise, []).append(note)
     return StudentResult(
         student=sub.student, submission_hash=sub.sha256, manifest_hash=ref.sha256, status=status,
         score=sum(v.points for v in verdicts), max_score=int(ref.manifest["max_score"]), exercises=exercises,
         exercises_max=_exercise_maxima(ref), cases=[asdict(v) for v in verdicts], flags=flags, notes=notes,
         chapter_status=dict(run.chapter_status), runtime=run.seconds, stderr_tail=run.stderr_tail[-1500:],
-        graded_at=_now())
+        graded_at=_now(), child_notes=child_notes, exercise_notes=exercise_notes)
 
 
 def previous_result(out_dir: Path, sub: Submission, ref: Reference) -> StudentResult | None:

@@ -48,7 +48,7 @@ from typing import Callable, Mapping
 
 from .extract import (SubmissionError, assemble_source, number_code_cells, code_cells, extract_cells, read_notebook,
                       rename_cells_with)
-from .static_checks import ADVISORY, check_source
+from .static_checks import ADVISORY, check_source, defined_twice
 
 __all__ = ["ChapterInspection", "inspect_notebooks", "rename_cells_with"]
 
@@ -90,6 +90,8 @@ class ChapterInspection:
     flags: list[str] = field(default_factory=list)
     cell_numbers: dict[int, int] = field(default_factory=dict)
     error: str | None = None
+    #: exercise -> a note for the student (an exercise function defined in two cells: the later one counts)
+    notes: dict[str, str] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------
@@ -236,10 +238,14 @@ def _parse_record(record: object) -> tuple[str, ChapterInspection]:
         raise ValueError("bad cell numbers")
     if error is not None and not isinstance(error, str):
         raise ValueError("bad error")
+    notes = record.get("notes", {})
+    if not isinstance(notes, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in notes.items()):
+        raise ValueError("bad notes")
     return record["chapter"], ChapterInspection(
         flags=[_clean(f) for f in flags[:_MAX_CHAPTER_FLAGS]],
         cell_numbers={int(k): v for k, v in numbers.items()},
-        error=None if error is None else _clean(error))
+        error=None if error is None else _clean(error),
+        notes={_clean(k)[:20]: _clean(v) for k, v in list(notes.items())[:_MAX_CHAPTER_FLAGS]})
 
 
 # ---------------------------------------------------------------------------
@@ -323,4 +329,6 @@ def _inspect_chapter(item: dict, record: dict) -> dict:
         return record
     flags = check_source(source, item["chapter"], item["exercises"])
     record["flags"] = [_clean(rename_cells_with(str(f), numbers)) for f in flags]
+    record["notes"] = {ex: _clean(rename_cells_with(note, numbers))
+                       for ex, note in defined_twice(source, item["exercises"]).items()}
     return record

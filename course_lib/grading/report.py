@@ -29,8 +29,12 @@ Files (``DIR`` is ``--out``):
 Everything that may come from a student (names, error texts, output) is shown
 inertly: in ``feedback.md`` inside code fences it cannot close or as escaped
 text (no headings, links, images or HTML), in ``results.json`` as plain text
-(``output_format: "text"``), and in every file with control characters written
-out (no terminal escapes).
+(``output_format: "text"``), and in every file with control, invisible and
+look-alike characters written out (no terminal escapes). What the child sent
+(its error texts, its notes about a notebook, its stderr) is moreover never
+worded as the grader's: it comes after the grader's lines, labelled as the
+code's own output, quoted line by line and cut at a stated size
+(:mod:`.quoting`); in ``results.json`` each such text is one line.
 
 Every file is written to a temporary file in the same folder, flushed to disk
 and moved into place with :func:`os.replace`, so a reader never sees half a
@@ -48,11 +52,12 @@ import json
 import os
 import re
 import tempfile
-import unicodedata
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .compare import FIXED_ALONE, REJECTION_ALONE
 from .intake import RESERVED_IDS
+from .quoting import ERROR_LABEL, NOTES_LABEL, OUTPUT_LABEL, escape_hidden, one_line, quoted_block
 
 __all__ = ["StudentResult", "atomic_write", "write_student_files", "grades_csv", "gradescope_results",
            "feedback_markdown", "md_fence", "md_text", "plain_text", "student_dir", "STATUSES",
@@ -65,7 +70,14 @@ __all__ = ["StudentResult", "atomic_write", "write_student_files", "grades_csv",
 STATUSES = ("ok", "timeout", "crashed", "memory", "unreadable", "missing", "invalid submission",
             "missing submission")
 #: fields added after the first grade records were written (an older ``grade.json`` lacks them)
-_LATER_FIELDS = ("exercise_notes", "chapter_graded_at", "chapter_manifest")
+_LATER_FIELDS = ("exercise_notes", "chapter_graded_at", "chapter_manifest", "child_notes")
+#: the most characters of the child's own text (:mod:`.quoting`) each report shows: the notes about the
+#: notebooks, and the error text of one case (feedback.md shows one case per exercise in full)
+FEEDBACK_NOTES_CHARS, DETAILS_NOTES_CHARS, CASE_ERROR_CHARS = 1200, 8000, 800
+#: the most characters of the child's error texts feedback.md shows in all (the rest: details.md)
+FEEDBACK_ERRORS_CHARS = 2400
+#: ... and the most characters of it in one Gradescope ``output`` (each on one line)
+GRADESCOPE_CHARS = 600
 
 
 @dataclass
@@ -83,7 +95,7 @@ class StudentResult:
         cases: one dict per case (``case_id``, ``exercise``, ``function``,
             ``points``, ``max_points``, ``passed``, ``message``, ``child_error``).
         flags: findings for the instructor (never change the score).
-        notes: remarks for the student (missing notebook, output cut, timeout, a skipped cell ...), shown
+        notes: the grader's remarks for the student (missing notebook, output cut, timeout ...), shown
             once each, one line each.
         chapter_status: chapter -> ``ok``/``timeout``/``crashed``/``memory``/``missing``/``unreadable``
             (the last two make every exercise of the chapter one status in the feedback).
@@ -95,6 +107,8 @@ class StudentResult:
             split_heads (5.1) in place of yours").
         chapter_graded_at: chapter -> ISO time it was graded (chapters kept from earlier runs keep theirs).
         chapter_manifest: chapter -> SHA-256 of the manifest it was graded against.
+        child_notes: chapter -> what the child said about that notebook (why it cannot be read, one note per
+            skipped cell): untrusted text, only ever shown quoted after the grader's lines (:mod:`.quoting`).
     """
 
     student: str
@@ -116,6 +130,7 @@ class StudentResult:
     exercise_notes: dict[str, list[str]] = field(default_factory=dict)
     chapter_graded_at: dict[str, str] = field(default_factory=dict)
     chapter_manifest: dict[str, str] = field(default_factory=dict)
+    child_notes: dict[str, list[str]] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         """A JSON-able dict (``reused`` excluded)."""
@@ -170,30 +185,14 @@ def atomic_write(path: Path, data: str | bytes, mode: int = 0o644) -> None:
         raise
 
 
-_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _visible(ch: str) -> str:
-    """A control or invisible formatting character written out (``\\n``, ``\\x1b``, ``\\u202e``)."""
-    if ch in _NAMED_ESCAPES:
-        return _NAMED_ESCAPES[ch]
-    return f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
-
-
-def _is_hidden_char(ch: str) -> bool:
-    """``ch`` is a control, format (bidi override, zero-width ...), surrogate or line/paragraph separator."""
-    return unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp")
-
-
 def plain_text(text: str, keep: str = "\n\t") -> str:
     """Untrusted text made inert for a terminal or a text viewer.
 
-    CR LF and CR become LF; every control character (ANSI escapes, NUL ...),
-    invisible format character (bidi overrides ...) and line separator except
-    those in ``keep`` is written out as ``\\n``, ``\\x1b``, ``\\u202e`` ...
+    CR LF and CR become LF (when LF is kept); every control character (ANSI escapes, NUL ...), invisible
+    format character (bidi overrides ...), line separator and look-alike character except those in ``keep``
+    is written out as ``\\n``, ``\\x1b``, ``\\u202e``, ``\\u3164`` ... (:func:`.quoting.escape_hidden`).
     """
-    text = str(text).replace("\r\n", "\n").replace("\r", "\n")
-    return "".join(_visible(ch) if _is_hidden_char(ch) and ch not in keep else ch for ch in text)
+    return escape_hidden(text, keep=keep)
 
 
 def _csv_safe(text: str) -> str:
@@ -238,11 +237,16 @@ def gradescope_results(r: StudentResult) -> dict:
 
     Every ``output`` and name is declared ``text`` (Gradescope's default,
     ``simple_format``, lets some HTML through), and control characters in it
-    are written out (see :func:`plain_text`).
+    are written out (see :func:`plain_text`). The lines are the grader's: the
+    child's own text (an error text, its notes about a notebook) follows them,
+    labelled and on one line each with its line ends written out
+    (:func:`.quoting.one_line`), so none of it can start a line there.
     """
     tests = []
     for c in r.cases:
         out = "Passed." if c["passed"] else plain_text(plain_numbers(c["message"]))
+        if not c["passed"] and c.get("child_error"):
+            out += "\n" + one_line(ERROR_LABEL, c["child_error"], GRADESCOPE_CHARS)
         tests.append({
             "name": plain_text(f"Exercise {c['exercise']} ({c['function']}): {c['case_id']}"),
             "number": c["exercise"],
@@ -265,7 +269,11 @@ def gradescope_results(r: StudentResult) -> dict:
         })
     summary = f"Score {r.score}/{r.max_score}. Status: {r.status}."
     if r.notes:
-        summary += "\n" + "\n".join(f"- {plain_text(n)}" for n in r.notes)
+        summary += "\n" + "\n".join(f"- {plain_text(n, keep='')}" for n in dict.fromkeys(r.notes))
+    for ch, texts in sorted(r.child_notes.items()):
+        summary += "\n" + one_line(f"{NOTES_LABEL} (chapter {plain_text(ch, keep='')})",
+                                   "\n".join(dict.fromkeys(texts)),
+                                   GRADESCOPE_CHARS)
     return {
         "score": r.score,
         "max_score": r.max_score,
@@ -474,16 +482,44 @@ def _one_line(text: str, limit: int = 160) -> str:
     return line if len(line) <= limit else line[: limit - 3].rstrip() + "..."
 
 
-def _case_block(c: dict) -> list[str]:
-    """A failing case in full, as a fence: ``case ID:``, its problems, its hint."""
+def _case_block(c: dict, limit: int = CASE_ERROR_CHARS) -> list[str]:
+    """A failing case in full, as a fence: ``case ID:``, its problems, its hint, then the code's error text
+    (quoted, at most ``limit`` characters; when ``limit`` is 0, a pointer to details.md)."""
     problems, hint = _split_message(c)
     text = f"case {c['case_id']}:\n" + "\n".join(f"  - {p}" for p in problems)
     if hint:
         text += f"\n  Hint: {hint}"
-    return md_fence(text)
+    if limit > 0:
+        quoted = _quoted_error(c, limit)
+    else:
+        quoted = [f"  ({ERROR_LABEL}: in {DETAILS_FILE}; this file shows at most {FEEDBACK_ERRORS_CHARS} "
+                  f"characters of them.)"] if c.get("child_error") else []
+    return md_fence("\n".join([text, *quoted]))
 
 
-def _exercise_fixes(r: StudentResult, exercise: str, shown_errors: dict[str, str]) -> list[str]:
+def _quoted_error(c: dict, limit: int = CASE_ERROR_CHARS) -> list[str]:
+    """The case's error text as the child sent it: labelled, quoted, capped (``[]`` when there is none)."""
+    return quoted_block(ERROR_LABEL, [c["child_error"]], limit, indent="  ") if c.get("child_error") else []
+
+
+def _error_excerpt(c: dict, limit: int = 120) -> str:
+    """`` - Your code's error text (quoted, escaped): «TypeError: ...»``: the first line of the case's error text
+    for a one-line item ("" when there is none)."""
+    error = (c.get("child_error") or "").strip()
+    return " - " + one_line(ERROR_LABEL, error.split("\n")[0], limit) if error else ""
+
+
+def child_notes_block(r: StudentResult, limit: int) -> list[str]:
+    """What the child said about the notebooks (why one cannot be read, the cells it skipped), as the
+    submission's own text: a heading, then a fence with the labelled, quoted notes, at most ``limit``
+    characters in all (the cap is said in the label). ``[]`` when it said nothing."""
+    texts = [f"{ch}: {note}" for ch, notes in sorted(r.child_notes.items()) for note in dict.fromkeys(notes)]
+    block = quoted_block(NOTES_LABEL, texts, limit)
+    return ["## Messages from your code's run", "", *md_fence("\n".join(block)), ""] if block else []
+
+
+def _exercise_fixes(r: StudentResult, exercise: str, shown_errors: dict[str, str],
+                    budget: list[int] | None = None) -> list[str]:
     """The "What to fix" lines of one exercise that lost points.
 
     The exercise's first failing case is shown in full (its problems and its hint). If the exercise's first
@@ -494,12 +530,15 @@ def _exercise_fixes(r: StudentResult, exercise: str, shown_errors: dict[str, str
     already shown). A case that failed with an error shown before is listed on that line too.
     """
     cases = [c for c in r.cases if c["exercise"] == exercise]
-    failing = [c for c in cases if not c["passed"]]
+    held = [c for c in cases if not c["passed"] and _held_reason(c)]  # passed, earns nothing yet (as the checker)
+    failing = [c for c in cases if not c["passed"] and c not in held]
     title = f"**{md_text(exercise)} {md_text(_function_of(r, exercise))}** " \
             f"({r.exercises.get(exercise, 0)} / {r.exercises_max.get(exercise, 0)})"
     lines = [title, ""]
     for note in _exercise_notes(r, exercise):
         lines += [f"- {md_text(note)}", ""]
+    if not failing:
+        return lines + _held_lines(held) + [""]
     errors = {c.get("child_error") for c in failing}
     if len(errors) == 1 and None not in errors and next(iter(errors)) in shown_errors:
         earlier = shown_errors[next(iter(errors))]
@@ -507,7 +546,10 @@ def _exercise_fixes(r: StudentResult, exercise: str, shown_errors: dict[str, str
     values = [c for c in cases if "-rejects-" not in c["case_id"]]
     basic_failed = bool(values) and not values[0]["passed"]
     first, rest = failing[0], failing[1:]
-    lines += [*_case_block(first), ""]
+    budget = [FEEDBACK_ERRORS_CHARS] if budget is None else budget  # characters of error text left to show
+    limit = min(CASE_ERROR_CHARS, budget[0])
+    budget[0] -= min(limit, len(escape_hidden(first.get("child_error") or "", keep="\n")))
+    lines += [*_case_block(first, limit), ""]
     if first.get("child_error"):
         shown_errors.setdefault(first["child_error"], exercise)
     own_errors: set[str] = set()
@@ -522,7 +564,7 @@ def _exercise_fixes(r: StudentResult, exercise: str, shown_errors: dict[str, str
             same_reason.append(c["case_id"])  # wrong values while the basic case fails too
             continue
         problems, hint = _split_message(c)
-        text = f"case {c['case_id']}: " + _one_line(problems[0] if problems else "failed")
+        text = f"case {c['case_id']}: " + _one_line(problems[0] if problems else "failed") + _error_excerpt(c)
         if hint and hint not in hints:
             text += f" Hint: {hint}"
             hints.add(hint)
@@ -534,9 +576,32 @@ def _exercise_fixes(r: StudentResult, exercise: str, shown_errors: dict[str, str
         if same:
             lines.append(f"- {len(same)} more case{'s' if len(same) > 1 else ''} "
                          f"fail{'' if len(same) > 1 else 's'}{why}: " + md_text(", ".join(same)) + ".")
+    lines += _held_lines(held)
     if lines[-1]:
         lines.append("")
     return lines
+
+
+def _held_reason(c: dict) -> str:
+    """``"a rejection case"`` / ``"a case with fixed inputs"`` for a case that passed but earns nothing yet
+    (:func:`.compare.unearned_passes`), else ``""``."""
+    message = c.get("message") or ""
+    return "a rejection case" if REJECTION_ALONE in message else "a case with fixed inputs" if FIXED_ALONE in message \
+        else ""
+
+
+def _held_lines(held: list[dict]) -> list[str]:
+    """One line per reason for the cases that pass but earn their points only once a drawn case passes (the
+    check command's ``~`` lines)."""
+    out = []
+    for kind in dict.fromkeys(map(_held_reason, held)):
+        these = [c["case_id"] for c in held if _held_reason(c) == kind]
+        why = REJECTION_ALONE if kind == "a rejection case" else FIXED_ALONE
+        verb = "pass but earn their points" if len(these) > 1 else "passes but earns its points"
+        out.append("- " + md_text(f"{len(these)} case{'s' if len(these) > 1 else ''} {verb} "
+                                  f"only once a case with drawn inputs passes too, because each is {kind} "
+                                  f"({', '.join(these)}): {why}."))
+    return out
 
 
 def _exercise_notes(r: StudentResult, exercise: str) -> list[str]:
@@ -643,8 +708,9 @@ def feedback_markdown(r: StudentResult) -> str:
     if to_fix:
         lines += ["## What to fix", ""]
         shown_errors: dict[str, str] = {}
+        budget = [FEEDBACK_ERRORS_CHARS]
         for ex in to_fix:
-            lines += _exercise_fixes(r, ex, shown_errors)
+            lines += _exercise_fixes(r, ex, shown_errors, budget)
     elif r.score >= r.max_score:
         lines += ["Every check passed.", ""]
     if r.flags:
@@ -653,6 +719,7 @@ def feedback_markdown(r: StudentResult) -> str:
                   *_flag_lines(r.flags, _MAX_FLAG_LINES), ""]
     extra = " and the end of your code's error output" if r.stderr_tail.strip() else ""
     lines += [f"Every case's full message{extra}: {md_text(DETAILS_FILE)} in this folder.", ""]
+    lines += child_notes_block(r, FEEDBACK_NOTES_CHARS)  # the submission's own text: last, quoted, capped
     return "\n".join(lines)
 
 
@@ -664,7 +731,7 @@ def _untouched_line(r: StudentResult, exercise: str) -> str:
     if first is not None:
         problems, hint = _split_message(first)
         if problems:
-            text += f" - {_one_line(problems[0], 200)}"
+            text += f" - {_one_line(problems[0], 200)}" + _error_excerpt(first)
         if hint:
             text += f" Hint: {hint}"
     return f"- {md_text(text)}"
@@ -708,9 +775,12 @@ def details_markdown(r: StudentResult) -> str:
                 continue
             if error:
                 first_with[error] = c["case_id"]
-            lines += [*md_fence(plain_numbers(c["message"])), ""]
+            lines += [*md_fence("\n".join([plain_numbers(c["message"]), *_quoted_error(c)])), ""]
+    lines += child_notes_block(r, DETAILS_NOTES_CHARS)
     if r.stderr_tail.strip():
-        lines += ["## The end of your code's error output", "", *md_fence(r.stderr_tail.strip()[-1500:]), ""]
+        lines += ["## The end of your code's error output", "",
+                  *md_fence("\n".join(quoted_block(OUTPUT_LABEL + " on stderr", [r.stderr_tail.strip()[-1500:]],
+                                                    1500))), ""]
     return "\n".join(lines)
 
 
@@ -872,7 +942,8 @@ def merge_results(earlier: StudentResult | None, now: StudentResult, chapters: l
         chapter_graded_at={**{ch: earlier.chapter_graded_at.get(ch) or earlier.graded_at for ch in kept},
                            **now.chapter_graded_at},
         chapter_manifest={**{ch: earlier.chapter_manifest.get(ch) or earlier.manifest_hash for ch in kept},
-                          **now.chapter_manifest})
+                          **now.chapter_manifest},
+        child_notes={**{ch: n for ch, n in earlier.child_notes.items() if ch in kept}, **now.child_notes})
     return merged
 
 

@@ -41,7 +41,8 @@ from collections import ChainMap
 from dataclasses import dataclass, field
 from typing import Mapping
 
-__all__ = ["Flag", "BUILTINS_BY_FUNCTION", "KEYWORD_BUILTINS", "MAX_FLAGS", "ADVISORY", "check_source"]
+__all__ = ["Flag", "BUILTINS_BY_FUNCTION", "KEYWORD_BUILTINS", "MAX_FLAGS", "ADVISORY", "check_source",
+           "defined_twice"]
 
 _SDPA = ("torch.nn.functional.scaled_dot_product_attention", "torch._C._nn.scaled_dot_product_attention",
          "course_lib.attention.scaled_dot_product_attention")
@@ -84,7 +85,7 @@ BUILTINS_BY_FUNCTION: dict[str, tuple[str, ...]] = {
     "causal_mask": ("course_lib.masks",),
     "decoder_self_attention_mask": ("course_lib.masks",),
     "prefix_lm_mask": ("course_lib.masks",),
-    "label_smoothed_loss": ("course_lib.training",),
+    "label_smoothed_loss": ("course_lib.training", "torch.autograd"),  # the statement: closed form, no autograd
     "noam_lr": ("course_lib.training", "torch.optim.lr_scheduler"),
     "noam_lr_with_peak": ("course_lib.training", "torch.optim.lr_scheduler"),
     "teacher_forcing_pair": ("course_lib.training", "course_lib.data"),
@@ -586,6 +587,27 @@ def check_source(source: str, chapter: str, exercises: dict[str, str]) -> list[F
     except RecursionError:  # a pathological source: report what was found so far
         pass
     return findings.result()
+
+
+def defined_twice(source: str, exercises: dict[str, str]) -> dict[str, str]:
+    """Exercise -> a note for the student, for each exercise function defined at the top level of more than one
+    cell: ``"scaled_dot_product_attention is defined in cell 3 and cell 7: the later one (cell 7) is the one
+    checked and graded"`` (cells as in the extracted source; :func:`~.inspect_notebooks.rename_cells_with`
+    turns them into "code cell N")."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    cells = _cell_names(source.split("\n"))
+    notes = {}
+    for exercise, function in sorted(exercises.items()):
+        where = list(dict.fromkeys(cells[n.lineno] if 0 < n.lineno < len(cells) else "the extracted code"
+                                   for n in tree.body
+                                   if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == function))
+        if len(where) > 1:
+            notes[exercise] = (f"{function} is defined in {', '.join(where[:-1])} and {where[-1]}: the later one "
+                               f"({where[-1]}) is the one checked and graded")
+    return notes
 
 
 def _check_exercise(exercise: str, function: str, module: _Module, facts: dict[str, _Facts],

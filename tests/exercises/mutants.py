@@ -255,6 +255,28 @@ def table1_counts(kind, n, k=None, r=None):
 """),
     ],
     "2.1": [
+        ("bool ids accepted (issue 22: a bool tensor is not a tensor of ids)", """
+def scaled_embedding(tokens, weight, padding_idx=None):
+    if tokens.dtype.is_floating_point:
+        raise ValueError("tokens must be an integer tensor")
+    if tokens.dtype != torch.bool and (int(tokens.min()) < 0 or int(tokens.max()) >= weight.shape[0]):
+        raise ValueError("tokens out of range")
+    if padding_idx is not None and not 0 <= padding_idx < weight.shape[0]:
+        raise ValueError("padding_idx out of range")
+    out = weight[tokens.long()] * math.sqrt(weight.shape[1])
+    return out if padding_idx is None else out * (tokens != padding_idx)[..., None]
+"""),
+        ("error messages that do not name tokens (issue 22)", """
+def scaled_embedding(tokens, weight, padding_idx=None):
+    if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
+        raise ValueError("bad dtype")
+    if int(tokens.min()) < 0 or int(tokens.max()) >= weight.shape[0]:
+        raise ValueError("id out of range")
+    if padding_idx is not None and not 0 <= padding_idx < weight.shape[0]:
+        raise ValueError("padding_idx out of range")
+    out = weight[tokens] * math.sqrt(weight.shape[1])
+    return out if padding_idx is None else out * (tokens != padding_idx)[..., None]
+"""),
         ("no sqrt(d_model) scale", "def scaled_embedding(tokens, weight, padding_idx=None):\n    return weight[tokens]"),
         ("scaled by d_model", "def scaled_embedding(tokens, weight, padding_idx=None):\n    return weight[tokens] * weight.shape[1]"),
         ("no validation", "def scaled_embedding(tokens, weight, padding_idx=None):\n    return weight[tokens.long()] * math.sqrt(weight.shape[1])"),
@@ -790,6 +812,13 @@ def dot_product_score_std(q_std, k_std):
 """),
     ],
     "5.1": [
+        ("the message does not say the two numbers (issue 22)", """
+def split_heads(x, n_heads):
+    if x.dim() < 2 or x.shape[-1] % n_heads:
+        raise ValueError("x has the wrong shape")
+    *lead, n, d = x.shape
+    return x.reshape(*lead, n, n_heads, d // n_heads).transpose(-3, -2)
+"""),
         ("reshape straight to (..., heads, len, d_k)", """
 def split_heads(x, n_heads):
     if x.dim() < 2 or x.shape[-1] % n_heads:
@@ -904,6 +933,29 @@ def multi_head_attention(query, key, value, w_qkv, w_o, n_heads, mask=None):
 """),
     ],
     "5.4": [
+        ("attention scores not scaled by 1/sqrt(d_k) (issue 22: the hint must not push away from it)", """
+def head_ablation_effect(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    b, n, d = x.shape
+    if d % n_heads:
+        raise ValueError("d_model")
+    dk = d // n_heads
+    sp = lambda t: t.reshape(b, n, n_heads, dk).transpose(1, 2)
+    q, k, v = sp(x @ w_q), sp(x @ w_k), sp(x @ w_v)
+    s = q @ k.transpose(-2, -1)
+    if mask is not None:
+        s = s.masked_fill(~mask, torch.finfo(s.dtype).min)
+    w = torch.softmax(s, -1)
+    if mask is not None:
+        w = w.masked_fill(~mask, 0.0)
+    heads = w @ v
+    full = heads.transpose(1, 2).reshape(b, n, d) @ w_o
+    out = []
+    for h in range(n_heads):
+        ablated = heads.clone()
+        ablated[:, h] = 0
+        out.append(torch.linalg.vector_norm(full - ablated.transpose(1, 2).reshape(b, n, d) @ w_o, dim=-1).mean())
+    return torch.stack(out)
+"""),
         ("the head's query zeroed instead of its output (it then attends uniformly)", """
 def head_ablation_effect(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
     b, n, d = x.shape
@@ -1495,6 +1547,16 @@ def prefix_lm_mask(tokens, prefix_lengths, pad_id):
 """),
     ],
     "9.1": [
+        ("the gradient by backward(), not in closed form (issue 22)", """
+def label_smoothed_loss(logits, target, label_smoothing, pad_id):
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError("label_smoothing")
+    z = logits.detach().double().requires_grad_(True)
+    loss = F.cross_entropy(z.reshape(-1, z.shape[-1]), target.reshape(-1), ignore_index=pad_id,
+                           label_smoothing=label_smoothing)
+    loss.backward()
+    return loss.detach(), z.grad
+"""),
         ("eps spread over the other classes only", """
 def label_smoothed_loss(logits, target, label_smoothing, pad_id):
     if not 0 <= label_smoothing <= 1:
@@ -1570,6 +1632,23 @@ def label_smoothed_loss(logits, target, label_smoothing, pad_id):
 """),
     ],
     "9.2": [
+        ("a 0-dim tensor for an int step, not a Python float (issue 22)", """
+def noam_lr(step, d_model, warmup_steps):
+    if warmup_steps < 1:
+        raise ValueError(f"warmup_steps must be >= 1; got {warmup_steps}")
+    s = torch.as_tensor(step).double()
+    if bool((s < 1).any()):
+        raise ValueError(f"step must be >= 1; got {step}")
+    return d_model ** -0.5 * torch.minimum(s ** -0.5, s * warmup_steps ** -1.5)
+"""),
+        ("one message for both arguments, naming neither (issue 22)", """
+def noam_lr(step, d_model, warmup_steps):
+    s = torch.as_tensor(step).double()
+    if warmup_steps < 1 or bool((s < 1).any()):
+        raise ValueError("must be at least 1")
+    lr = d_model ** -0.5 * torch.minimum(s ** -0.5, s * warmup_steps ** -1.5)
+    return float(lr) if isinstance(step, int) else lr
+"""),
         ("Python min(): fails on a tensor of steps (the chapter's listing)", """
 def noam_lr(step, d_model, warmup_steps):
     if warmup_steps < 1 or step < 1:
@@ -1763,6 +1842,50 @@ def greedy_decode(step_fn, batch_size, bos_id, eos_id, pad_id, max_len):
 """),
     ],
     "10.2": [
+        ("a finished hypothesis kept in the live beam and extended after eos (issue 22)", """
+def beam_search(step_fn, bos_id, eos_id, max_len, beam_size, alpha=0.0, min_length=0):
+    if beam_size < 1 or max_len < 1 or min_length > max_len:
+        raise ValueError("bad")
+    live, finished = [([bos_id], 0.0)], []
+    for _ in range(max_len):
+        candidates = []
+        for tokens, score in live:
+            lp = torch.log_softmax(step_fn(torch.tensor(tokens, dtype=torch.long)).double(), -1)
+            if len(tokens) < min_length:
+                lp[eos_id] = -math.inf
+            for t, l in enumerate(lp.tolist()):
+                if l != -math.inf:
+                    candidates.append((tokens + [t], score + l))
+        candidates.sort(key=lambda c: c[1], reverse=True)
+        live = candidates[:beam_size]
+        finished += [c for c in live if c[0][-1] == eos_id]  # recorded, but left in the beam
+    best = max(finished + [c for c in live if eos_id not in c[0][1:]],
+               key=lambda c: c[1] / ((5 + len(c[0]) - 1) / 6) ** alpha)
+    return torch.tensor(best[0], dtype=torch.long), best[1] / ((5 + len(best[0]) - 1) / 6) ** alpha
+"""),
+        ("the score returned as a 0-dim tensor, not a float (issue 22)", """
+def beam_search(step_fn, bos_id, eos_id, max_len, beam_size, alpha=0.0, min_length=0):
+    if beam_size < 1 or max_len < 1 or min_length > max_len:
+        raise ValueError("bad")
+    live, finished = [([bos_id], torch.tensor(0.0, dtype=torch.float64))], []
+    for _ in range(max_len):
+        candidates = []
+        for tokens, score in live:
+            lp = torch.log_softmax(step_fn(torch.tensor(tokens, dtype=torch.long)).double(), -1)
+            if len(tokens) < min_length:
+                lp[eos_id] = -math.inf
+            for t in range(lp.numel()):
+                if lp[t] != -math.inf:
+                    candidates.append((tokens + [t], score + lp[t]))
+        candidates.sort(key=lambda c: float(c[1]), reverse=True)
+        live = []
+        for tokens, score in candidates[:beam_size]:
+            (finished if tokens[-1] == eos_id else live).append((tokens, score))
+        if not live:
+            break
+    best = max(finished + live, key=lambda c: float(c[1]) / ((5 + len(c[0]) - 1) / 6) ** alpha)
+    return torch.tensor(best[0], dtype=torch.long), best[1] / ((5 + len(best[0]) - 1) / 6) ** alpha
+"""),
         ("greedy whatever the beam size", """
 def beam_search(step_fn, bos_id, eos_id, max_len, beam_size, alpha=0.0, min_length=0):
     if beam_size < 1 or max_len < 1 or min_length > max_len:
@@ -1981,6 +2104,22 @@ def kv_cache_step(q_new, k_new, v_new, k_cache=None, v_cache=None):
 """),
     ],
     "10.5": [
+        ("only ids >= vocab_size rejected: -1 silently bans the last token (issue 22)", """
+def banned_tokens(prefixes, n, vocab_size):
+    if n < 1:
+        raise ValueError("n must be >= 1")
+    banned = torch.zeros(len(prefixes), vocab_size, dtype=torch.bool)
+    for row, prefix in enumerate(prefixes):
+        tokens = [int(t) for t in prefix]
+        if any(t >= vocab_size for t in tokens):
+            raise ValueError("an id is >= vocab_size")
+        context = tuple(tokens[len(tokens) - (n - 1):]) if n > 1 else ()
+        for start in range(len(tokens) - n + 1):
+            gram = tuple(tokens[start:start + n])
+            if gram[:-1] == context:
+                banned[row, gram[-1]] = True
+    return banned
+"""),
         ("bans every token that occurred (n ignored)", """
 def banned_tokens(prefixes, n, vocab_size):
     if n < 1:

@@ -216,12 +216,14 @@ def test_check_end_to_end_scores_a_partial_answer(tmp_path, capsys):
 
 
 def test_format_report_keeps_the_exception_line():
-    message = ("Exercise 4.1 (scaled_dot_product_attention), case 4.1-a: calling your code raised NameError: "
-               "name 'NEG' is not defined\n  code cell 2, line 5, in scaled_dot_product_attention\n  Hint: h")
+    message = ("Exercise 4.1 (scaled_dot_product_attention), case 4.1-a: calling your code raised NameError\n"
+               "  code cell 2, line 5, in scaled_dot_product_attention\n  Hint: h\n"
+               "  Your code's error text (quoted, hidden characters escaped; at most 1200 characters shown):\n"
+               "  | NameError: name 'NEG' is not defined")
     run = CheckRun(notebooks=ROOT / "exercises", chapters=["04"],
                    results=[CaseResult("4.1-a", "04", "4.1", 2, "failed", message)])
     text = format_report(run, cases.EXERCISES)
-    assert "calling your code raised NameError: name 'NEG' is not defined" in text
+    assert "calling your code raised NameError\n" in text and "| NameError: name 'NEG' is not defined" in text
     assert "Exercise 4.1 (scaled_dot_product_attention), case 4.1-a" not in text  # the heading only
 
 
@@ -236,7 +238,7 @@ def test_check_reports_a_top_level_constant_and_delegation(tmp_path, capsys):
     (folder / "04_attention-Copy1.ipynb").write_text("{}")
     assert check.main(["04_attention-Copy1.ipynb", "--notebooks", str(folder)]) == 0
     out = capsys.readouterr().out
-    assert "calling your code raised NameError: name 'NEG' is not defined" in out, out
+    assert "calling your code raised NameError\n" in out and "| NameError: name 'NEG' is not defined" in out, out
     assert "code cell 3, line" in out and "LITERAL constants" in out, out
     assert re.search(r"4\.1 \(scaled_dot_product_attention\): scaled_dot_product_attention uses\s+"
                      r"torch\.nn\.functional\.scaled_dot_product_attention \(code\s+cell 3\)", out), out
@@ -444,3 +446,41 @@ def test_a_held_pass_is_one_line_after_the_real_failures(tmp_path, capsys):
     real, _, held = fix.partition("\n  ~ ")
     assert "x 8.4-" in real and "8.4-drawn-tokens" in real and "inputs are fixed" not in real, fix
     assert "earn their points only once a case with drawn inputs" in held and "inputs are fixed" in held, fix
+
+
+def test_held_passes_say_their_reason_and_the_last_line_names_the_flags():
+    """Issue 22, item 5: each "~" line says which reason holds its cases; the drawn inputs are explained under
+    "What to fix"; a flag the grader will raise is the last line, also when every case passes."""
+    from course_lib.grading.compare import FIXED_ALONE, REJECTION_ALONE
+
+    results = [CaseResult("8.1-a", "08", "8.1", 2, "failed", "Exercise 8.1 (padding_mask), case 8.1-a: wrong"),
+               CaseResult("8.1-rejects-x", "08", "8.1", 1, "held", f"{REJECTION_ALONE}."),
+               CaseResult("8.1-table", "08", "8.1", 1, "held", f"{FIXED_ALONE}.")]
+    text = format_report(CheckRun(notebooks=ROOT / "exercises", chapters=["08"], results=results), cases.EXERCISES)
+    assert re.search(r"~ 1 case\(s\) pass .* because each is a rejection case \(8\.1-rejects-x\)", text), text
+    assert re.search(r"~ 1 case\(s\) pass .* because each is a case with fixed inputs \(8\.1-table\)", text), text
+    assert "draws new inputs" in text and "a right answer earns the same points in both" in text
+    flag = ("8.2 (causal_mask): uses torch.tril. The exercise asks you to write this yourself: your instructor's "
+            "grader flags this for review.")
+    run = CheckRun(notebooks=ROOT / "exercises", chapters=["08"], warnings=[flag],
+                   results=[CaseResult("8.2-a", "08", "8.2", 2, "passed", "")])
+    text = format_report(run, cases.EXERCISES)
+    assert "Everything passes" in text and "will flag 1 thing(s) above for review" in text.strip().split("\n")[-1]
+
+
+def test_an_exercise_defined_twice_gets_a_note(tmp_path):
+    """Issue 22, item 5: an exercise function defined in two cells is said, with the cell that counts (the later);
+    the grader's inspection records the same note for feedback.md."""
+    from course_lib.grading.inspect_notebooks import inspect_notebooks
+
+    folder = _notebook_with(tmp_path, "08", {"causal_mask": "return None"})
+    path = folder / cases.NOTEBOOKS["08"]
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell("def causal_mask(q_len, k_len=None):\n    return 'later'"))
+    nbformat.write(nb, path)
+    last = sum(c.cell_type == "code" for c in nb.cells)
+    warnings = check.static_warnings(["08"], folder, cases)
+    twice = [w for w in warnings if w.startswith("8.2 (causal_mask): causal_mask is defined in code cell")]
+    assert len(twice) == 1 and f"the later one (code cell {last}) is the one checked and graded" in twice[0], warnings
+    found = inspect_notebooks({"08": path}, {"08": {"8.1": "padding_mask", "8.2": "causal_mask"}})
+    assert list(found["08"].notes) == ["8.2"] and f"(code cell {last})" in found["08"].notes["8.2"]

@@ -63,7 +63,8 @@ def test_status_flags_notes(batch, name):
     if e.get("flag"):
         assert e["flag"] in row["flags"], f"{name}: flags {row['flags']!r}"
     if e.get("note"):
-        notes = " ".join(batch.grade(name)["notes"])
+        g = batch.grade(name)  # the grader's notes, then what the child said about the notebooks
+        notes = " ".join([*g["notes"], *(n for ns in g["child_notes"].values() for n in ns)])
         assert e["note"] in notes, f"{name}: notes {notes!r}"
 
 
@@ -288,7 +289,7 @@ def test_feedback_numbers_code_cells_like_the_check_command(batch):
 
     notebook = batch.subs / "syntax_error" / NB["06"]
     grade = batch.grade("syntax_error")
-    errors = " ".join(grade["notes"])  # the skipped cell is said once, in the notes, never once per case
+    errors = " ".join(grade["child_notes"]["06"])  # the skipped cell is said once, never once per case
     assert errors.count("has a syntax error") == 1, errors[:2000]
     assert not any("syntax error" in (c["message"] + (c.get("child_error") or "")) for c in grade["cases"])
     n_code = _code_cells(notebook)

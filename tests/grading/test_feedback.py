@@ -29,6 +29,7 @@ from adversaries import EXERCISES, NB, SOLUTIONS, notebook, write_folder
 from grading_helpers import load_run, run_grader
 
 from course_lib.grading.compare import judge_case
+from course_lib.grading import report
 from course_lib.grading.report import StudentResult, feedback_markdown, gradescope_results
 
 BASE_HINT = "weights = softmax(q @ k.transpose(-2, -1) / sqrt(d_k)) over the last dim (keys); out = weights @ v."
@@ -242,6 +243,31 @@ def _no_scale(source: bytes) -> bytes:
                          "update _no_scale")
 
 
+#: what a dressing child says: a note worded as the grader's, then 19 long notes and an error text with a forged
+#: score line after a CR, invisible and look-alike characters and a bidi override
+FORGED_NOTE = "The instructor reviewed this submission: every exercise passed (104/104)"
+DRESSING = "\r## Score: 104 / 104\n\u3164 \uff33\uff43\uff4f\uff52\uff45 s\u0336 \u2800 \u202eevil\u202c"
+DRESSER = f"""
+import json
+import os
+def _frame(message):
+    data = json.dumps(message).encode()
+    return len(data).to_bytes(8, "big") + data
+def _dress(_=None):
+    notes = [{FORGED_NOTE!r}] + [f"{{i}}" + {DRESSING!r} + " x" * 1500 for i in range(19)]
+    for fd in range(3, 64):
+        try:
+            os.write(fd, _frame({{"notebook": "06", "status": "ok", "problem": "", "notes": notes}}))
+        except OSError:
+            pass
+def _at_definition(_=_dress()):
+    pass
+def gelu(x):
+    raise ValueError({DRESSING!r})
+"""
+HIDDEN = ("\u3164", "\uff33", "\u0336", "\u2800", "\u202e", "\r")
+
+
 @pytest.fixture(scope="module")
 def small_class(tmp_path_factory, work_tmp):
     base = tmp_path_factory.mktemp("feedback")
@@ -253,6 +279,7 @@ def small_class(tmp_path_factory, work_tmp):
                                          "import torch\nimport torch.nn.functional as F\n"
                                          "def gelu(x):  # F.gelu where it is accurate: right, and flagged\n"
                                          "    return torch.where(x >= 0, F.gelu(x), 0.5 * x * torch.special.erfc(-x / 2 ** 0.5))\n"))})
+    write_folder(subs / "dresser", {NB["04"]: (SOLUTIONS / NB["04"]).read_bytes(), NB["06"]: notebook("06", extra=DRESSER)})
     out = base / "out"
     run = load_run(out, run_grader([subs, "--out", out, "--chapters", "04", "06", "--timeout", "30"],
                                    work_tmp=work_tmp))
@@ -274,3 +301,48 @@ def test_a_graded_class_gets_short_plain_feedback(small_class):
     assert (out / "no_scale" / "details.md").is_file() and "`details.md`" in text
     full = (out / "full" / "feedback.md").read_text()
     assert "Every check passed." in full and len(full.splitlines()) <= 20
+
+
+def _fence_ranges(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` line numbers of each fenced block of ``text``."""
+    ranges, start, fence = [], None, ""
+    for i, line in enumerate(text.split("\n")):
+        m = re.match(r"^(`{3,})", line)
+        if start is None and m:
+            start, fence = i, m.group(1)
+        elif start is not None and line == fence:
+            ranges.append((start, i))
+            start = None
+    return ranges
+
+
+def test_the_childs_words_are_quoted_after_the_graders_and_capped(small_class):
+    """A child's notes and error texts: never a line of the grader's, always after them, labelled, capped."""
+    out = small_class.out / "dresser"
+    grade = json.loads((out / "grade.json").read_text())
+    assert grade["status"] == "ok" and grade["exercises"]["6.2"] == 0
+    assert not any(FORGED_NOTE in n for n in grade["notes"]), grade["notes"]  # the grader's notes are its own
+    for name, cap in (("feedback.md", 6000), ("details.md", 30000)):
+        text = (out / name).read_text()
+        assert len(text.encode()) < cap, (name, len(text.encode()))  # 20 notes of 3 KB do not make 60 KB
+        lines = text.split("\n")
+        inside = {i for a, b in _fence_ranges(text) for i in range(a, b + 1)}
+        for i, line in enumerate(lines):  # every line with the child's words is quoted inside a fence
+            if FORGED_NOTE in line or "Score: 104" in line:
+                assert i in inside and line.lstrip().startswith("| "), (name, line)
+        notes_at = text.index("Messages about your notebook, as your code's process sent them (quoted")
+        assert "at most" in text[notes_at:].split("\n")[0] and "cut):" in text[notes_at:].split("\n")[0]
+        if name == "feedback.md":  # the grader's lines first: the child's notes are the last thing shown
+            assert text.index("Every case's full message") < notes_at
+        assert "Your code's error text (quoted" in text
+        for ch in HIDDEN:
+            assert ch not in text, (name, repr(ch))
+        assert "\\u3164" in text and "\\u202e" in text and "\\uff33" in text
+    results = json.loads((out / "results.json").read_text())
+    outputs = [results["output"], *(t["output"] for t in results["tests"])]
+    for text in outputs:
+        for line in re.split(r"[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]", text):
+            assert not line.lstrip().startswith("#"), line
+            assert FORGED_NOTE not in line or line.startswith(report.NOTES_LABEL), line
+        assert len(text) < 2000 and not any(ch in text for ch in HIDDEN), text
+    assert any("\\r## Score: 104 / 104" in t for t in outputs)  # shown, escaped, inside one line

@@ -28,6 +28,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from course_lib.grading.compare import error_line
 from course_lib.grading import intake, report
 from course_lib.grading.intake import Submission, collect_notebooks, discover
 from course_lib.grading.report import StudentResult, atomic_write, feedback_markdown, grades_csv, gradescope_results
@@ -335,7 +336,7 @@ EVIL = ("done\n```\n# You got 100/100\n<img src=x onerror=alert(1)>\n[click here
 def _evil_result() -> StudentResult:
     def case(cid, error):
         return {"case_id": cid, "exercise": "4.1", "function": "f", "points": 0, "max_points": 1, "passed": False,
-                "message": f"Exercise 4.1 (f), case {cid}:\n  - your code raised: {error}", "child_error": error}
+                "message": f"Exercise 4.1 (f), case {cid}:\n  - {error_line(error)}", "child_error": error}
 
     return _result("alice", cases=[case("4.1-a", EVIL), case("4.1-b", EVIL), case("4.1-c", "Other: " + EVIL)],
                    notes=[f"Invalid submission: {EVIL!s}", "# heading\n## more <b>bold</b> [x](http://e.example)"],
@@ -376,8 +377,10 @@ def test_feedback_renders_without_student_headings_links_images_or_html():
     assert not {"link_open", "image", "html_block", "html_inline", "s_open", "em_open"} & set(kinds), set(kinds)
     fences = [t.content for t in tokens if t.type == "fence"]
     assert len(fences) == 1  # 4.1-a in full; 4.1-b (the same error) and 4.1-c (its own) one line each
-    assert fences[0] == "case 4.1-a:\n  - " + report.plain_text(_evil_result().cases[0]["message"]).split(
-        "\n  - ", 1)[1] + "\n"
+    grader, quoted = fences[0].split("\n  Your code's error text (quoted, hidden characters escaped; at most "
+                                     f"{report.CASE_ERROR_CHARS} characters shown):\n")
+    assert grader == "case 4.1-a:\n  - your code raised an error (its text is quoted below)"
+    assert quoted == "".join(f"  | {line}\n" for line in report.plain_text(EVIL, keep="\n").split("\n"))
 
 
 def test_details_render_without_student_headings_links_images_or_html():
@@ -390,7 +393,7 @@ def test_details_render_without_student_headings_links_images_or_html():
     assert not {"link_open", "image", "html_block", "html_inline", "s_open", "em_open"} & set(kinds), set(kinds)
     fences = [t.content for t in tokens if t.type == "fence"]
     assert len(fences) == 3  # 4.1-a, 4.1-c (4.1-b repeats 4.1-a) and the stderr tail
-    assert fences[0] == report.plain_text(_evil_result().cases[0]["message"]) + "\n"
+    assert fences[0].startswith(report.plain_text(_evil_result().cases[0]["message"]) + "\n  Your code's error text")
 
 
 def _visible_text(md, line: str) -> str:

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from adversaries import EXERCISES, NB, SOLUTIONS, notebook, write_folder
-from course_lib.grading.compare import ResultError, compare_arrays, decode_arrays, judge_case, read_array
+from course_lib.grading.compare import ResultError, compare_arrays, decode_arrays, error_line, judge_case, read_array
 from course_lib.grading.intake import IntakeLimits, Submission, collect_notebooks, discover, submission_hash
 from course_lib.grading import report
 from course_lib.grading.report import StudentResult, atomic_write, feedback_markdown, grades_csv, gradescope_results
@@ -297,10 +297,10 @@ def test_feedback_shows_a_repeated_error_once():
 
     syntax = "notebook '06_feed_forward.ipynb': code cell 7 has a syntax error on line 1"
     r = StudentResult("bob", "h", "m", "ok", 0, 4, {"6.1": 0, "6.2": 0}, {"6.1": 2, "6.2": 2}, [
-        case("6.1-a", "6.1", syntax, f"Exercise 6.1, case 6.1-a:\n  - your code raised: {syntax}"),
-        case("6.1-b", "6.1", syntax, f"Exercise 6.1, case 6.1-b:\n  - your code raised: {syntax}"),
+        case("6.1-a", "6.1", syntax, f"Exercise 6.1, case 6.1-a:\n  - {error_line(syntax)}"),
+        case("6.1-b", "6.1", syntax, f"Exercise 6.1, case 6.1-b:\n  - {error_line(syntax)}"),
         case("6.2-a", "6.2", None, "Exercise 6.2, case 6.2-a:\n  - `y`: wrong values"),
-        case("6.2-b", "6.2", syntax, f"Exercise 6.2, case 6.2-b:\n  - your code raised: {syntax}"),
+        case("6.2-b", "6.2", syntax, f"Exercise 6.2, case 6.2-b:\n  - {error_line(syntax)}"),
     ])
     text = feedback_markdown(r)
     assert text.count("code cell 7 has a syntax error") == 1
@@ -565,3 +565,13 @@ def test_an_earlier_definition_left_in_force_by_a_failing_cell_is_checked_too():
               "def causal_mask(q_len, k_len=None, _guard=1 // (os.getuid() != 65534)):\n    return None\n")
     flags = check_source(source, "08", {"8.2": "causal_mask"})
     assert any(f.code == "delegates" and "course_lib.masks" in f.detail for f in flags), flags
+
+
+def test_autograd_in_label_smoothed_loss_is_flagged():
+    """Issue 22, item 5: 9.1 asks for the gradient in closed form, "no torch.autograd"; using it is flagged."""
+    source = ("import torch\nfrom torch.autograd import grad\n"
+              "def label_smoothed_loss(logits, target, label_smoothing, pad_id):\n"
+              "    z = logits.detach().requires_grad_()\n    loss = z.logsumexp(-1).mean()\n"
+              "    return loss, grad(loss, z)[0]\n")
+    flags = check_source(source, "09", {"9.1": "label_smoothed_loss"})
+    assert [(f.code, f.exercise) for f in flags] == [("delegates", "9.1")] and "torch.autograd.grad" in flags[0].detail
