@@ -43,6 +43,7 @@ import ctypes
 import ctypes.util
 import json
 import os
+import secrets
 import select
 import shutil
 import signal
@@ -65,6 +66,8 @@ CHILD_SCRIPT = Path(__file__).with_name("child.py")
 NOBODY_UID = 65534
 NOBODY_GID = 65534
 _PR_SET_CHILD_SUBREAPER = 36
+#: the environment variable that names the child a process descends from (:meth:`Supervisor.take_strays`)
+OWNER_VARIABLE = "COURSE_GRADER_CHILD"
 #: words in a child's stderr that show it ran out of memory
 MEMORY_WORDS = ("MemoryError", "can't allocate memory", "Cannot allocate memory", "bad_alloc",
                 "failed to map segment", "out of memory", "OutOfMemory")
@@ -161,6 +164,12 @@ class SandboxInfo:
         permissions_checked: (``nobody`` mode) the grader checked that nobody cannot reach what it must not read.
         keyrings_denied: a seccomp filter makes the kernel keyring calls fail (they are not namespaced).
         host_covered: every top-level folder outside the system's is covered but for the paths the child needs.
+        cgroups_hidden: the child sees no cgroup files (its own cgroup namespace, an empty mount over
+            ``/sys/fs/cgroup``): no child can read another's memory or process counts.
+        userns_denied: the seccomp filter makes creating a user namespace fail (``unshare``/``clone`` with
+            ``CLONE_NEWUSER``; ``clone3``).
+        weakened: why the stronger sandboxes this machine should allow failed (empty when none did); the
+            grader says so on stderr and in its closing line, not only here.
         notes: sentences for the report, one per limit that could not be applied.
     """
 
@@ -177,6 +186,9 @@ class SandboxInfo:
     permissions_checked: bool = False
     keyrings_denied: bool = False
     host_covered: bool = False
+    cgroups_hidden: bool = False
+    userns_denied: bool = False
+    weakened: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -211,6 +223,11 @@ class SandboxInfo:
             "NOT isolated: the child can read and write what the grader's user can",
             "keyrings": "kernel keyrings denied (seccomp): no channel between students through them"
             if self.keyrings_denied else "NOT denied: kernel keyrings could pass data between students",
+            "cgroup_files": "hidden (own cgroup namespace, empty mount over /sys/fs/cgroup): no child reads "
+            "another's memory use or process count" if self.cgroups_hidden
+            else "NOT hidden: the child can read the host's cgroup files (every child's memory use)",
+            "user_namespaces": "creating one is denied (seccomp): no capabilities inside a new namespace"
+            if self.userns_denied else "NOT denied: the child can create a user namespace",
             "cpu_memory": (f"own cgroup ({', '.join(self.cgroups)}): CPU quota, process count and memory per child"
                            if self.cgroups else "no cgroup: CPU share and memory bounded only by rlimits"),
         }
@@ -368,13 +385,22 @@ class Supervisor:
     :meth:`sweep` can kill it. Because of this, run the grader as a process of
     its own (``python -m course_lib.grading``): :meth:`sweep` kills every child
     process of the current process that the supervisor did not start.
+
+    A stray is counted for the child it came from, not for the one whose end
+    happened to find it (with ``--jobs 2`` either child's sweep may): each
+    child gets an ``owner`` token in its environment (:data:`OWNER_VARIABLE`),
+    which its descendants inherit; :meth:`take_strays` hands a child the count
+    of its own. A stray without a known token is counted in ``unattributed``.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._active: set[int] = set()
         self._dying: set[int] = set()
+        self._owners: set[str] = set()
+        self._strays_of: dict[str, int] = {}
         self.strays = 0
+        self.unattributed = 0
         self.subreaper = False
         if sys.platform.startswith("linux"):
             try:
@@ -383,12 +409,24 @@ class Supervisor:
             except OSError:  # pragma: no cover
                 self.subreaper = False
 
-    def spawn(self, argv: list[str], **kwargs) -> subprocess.Popen:
-        """``subprocess.Popen(argv, **kwargs)`` in a new session, registered as ours."""
+    def spawn(self, argv: list[str], owner: str | None = None, **kwargs) -> subprocess.Popen:
+        """``subprocess.Popen(argv, **kwargs)`` in a new session, registered as ours.
+
+        ``owner``: the token of :meth:`take_strays`, put in the child's environment (``kwargs["env"]``).
+        """
+        if owner is not None:
+            kwargs["env"] = {**(kwargs.get("env") or {}), OWNER_VARIABLE: owner}
         with self._lock:
+            if owner is not None:
+                self._owners.add(owner)
             proc = subprocess.Popen(argv, start_new_session=True, **kwargs)
             self._active.add(proc.pid)
         return proc
+
+    def take_strays(self, owner: str) -> int:
+        """How many strays of the child with token ``owner`` any sweep so far killed (counted once)."""
+        with self._lock:
+            return self._strays_of.pop(owner, 0)
 
     def kill_tree(self, proc: subprocess.Popen, cgroup: ChildCgroup | None = None, wait_s: float = 10.0) -> None:
         """``SIGKILL`` the child, its descendants, its process group and its cgroup; reap it (bounded wait)."""
@@ -426,11 +464,16 @@ class Supervisor:
                 strays = [p for p, (pp, _st) in procs.items() if pp == os.getpid() and p not in self._active]
                 for pid in strays:
                     counted = procs[pid][1] != "Z" and pid not in self._dying
+                    owner = _owner_of(pid) if counted else None  # read before the kill
                     for sub in reversed(_descendants(pid)):
                         _kill(sub)
                     _kill(pid)
                     if counted:
                         killed += 1
+                        if owner in self._owners:
+                            self._strays_of[owner] = self._strays_of.get(owner, 0) + 1
+                        else:
+                            self.unattributed += 1
                     self._dying.discard(pid)
                 self.strays += killed
             for pid in strays:
@@ -439,6 +482,20 @@ class Supervisor:
                 break
             time.sleep(0.05)
         return killed
+
+
+def _owner_of(pid: int) -> str | None:
+    """The :data:`OWNER_VARIABLE` in the environment of process ``pid`` (``None`` when it has none)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            environ = fh.read(1 << 20)
+    except OSError:
+        return None
+    key = OWNER_VARIABLE.encode() + b"="
+    for entry in environ.split(b"\0"):
+        if entry.startswith(key):
+            return entry[len(key):].decode("ascii", errors="replace")
+    return None
 
 
 def _kill(pid: int) -> None:
@@ -553,7 +610,8 @@ def scrubbed_env(workdir: Path, private_tmp: bool) -> dict[str, str]:
 def _command(mode: str, spec_path: Path, cgroup: ChildCgroup | None) -> list[str]:
     py = [sys.executable, "-I", "-S", "-B", str(CHILD_SCRIPT), str(spec_path)]
     unshare = shutil.which("unshare") or "unshare"
-    namespaces = ["--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--mount-proc", "--kill-child"]
+    namespaces = ["--mount", "--net", "--pid", "--ipc", "--uts", "--cgroup", "--fork", "--mount-proc",
+                  "--kill-child"]
     if mode == "namespaces":
         cmd = [unshare, *namespaces, *py]
     elif mode == "userns":
@@ -687,7 +745,8 @@ class ChildSession:
         spec_path = work / f"spec-{launch}.json"
         spec_path.write_text(request.to_json(), encoding="utf-8")
         os.chmod(spec_path, 0o644)
-        self.cgroup = ChildCgroup.create(f"course-grade-{os.getpid()}-{work.name}-{launch}", limits) \
+        self.owner = secrets.token_hex(8)  # unique among concurrent graders too (names the cgroup)
+        self.cgroup = ChildCgroup.create(f"course-grade-{os.getpid()}-{self.owner}", limits) \
             if info.cgroups else None
         env = scrubbed_env(work, private_tmp=info.private_tmp)
         if self.cgroup is not None:
@@ -697,7 +756,8 @@ class ChildSession:
             os.chmod(self.out_path, 0o600)
             os.chmod(self.err_path, 0o600)
             try:
-                self.proc = supervisor.spawn(_command(info.mode, spec_path, self.cgroup), cwd=str(work), env=env,
+                self.proc = supervisor.spawn(_command(info.mode, spec_path, self.cgroup), owner=self.owner,
+                                             cwd=str(work), env=env,
                                              stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                              pass_fds=(result_w, command_r))
             finally:
@@ -804,7 +864,8 @@ class ChildSession:
             except OSError:
                 pass
         self.supervisor.kill_tree(self.proc, self.cgroup)
-        strays = self.supervisor.sweep()
+        self.supervisor.sweep()
+        strays = self.supervisor.take_strays(self.owner)
         oom = False
         if self.cgroup is not None:
             oom = self.cgroup.oom_killed()
@@ -866,7 +927,7 @@ def probe_sandbox(base: Path, supervisor: Supervisor, requested: str = "auto", a
         if not candidates:
             raise RuntimeError(f"--sandbox {requested} is not possible here (root={root}, unshare={has_unshare})")
     sys_path = child_sys_path()
-    failures = []
+    failures, weakened = [], []  # weakened: the failures of modes this machine should allow (not --single's rule)
     for n, info in enumerate(candidates):
         if info.mode == "nobody" and not (single or allow_unsafe):
             failures.append("nobody: only for one submission per run (--single), since /tmp is shared")
@@ -885,9 +946,11 @@ def probe_sandbox(base: Path, supervisor: Supervisor, requested: str = "auto", a
                 probed += (" - the user nobody cannot run this Python: install the course and its Python where "
                            "nobody can read them (e.g. a virtual environment under /opt, not under /root)")
             failures.append(f"{info.mode}: {probed}")
+            weakened.append(f"{info.mode} failed: {probed}")
             continue
         if failures:
             info.notes.append("stronger sandboxes failed here: " + " | ".join(failures))
+        info.weakened = weakened
         return info
     raise RuntimeError("no sandbox configuration could start the grading child:\n" + "\n".join(failures))
 
@@ -898,7 +961,7 @@ def _probe_one(work: Path, info: SandboxInfo, supervisor: Supervisor, sys_path: 
     work = make_workdir(work.parent, work.name, info.drop)
     info.private_tmp = info.mode in ("namespaces", "userns")
     if info.mode != "unsafe":
-        probe_cg = ChildCgroup.create(f"course-grade-probe-{os.getpid()}-{work.name}", Limits())
+        probe_cg = ChildCgroup.create(f"course-grade-probe-{os.getpid()}-{secrets.token_hex(8)}", Limits())
         if probe_cg is not None:
             info.cgroups = probe_cg.controllers
             probe_cg.remove()
@@ -914,6 +977,9 @@ def _probe_one(work: Path, info: SandboxInfo, supervisor: Supervisor, sys_path: 
     info.keyrings_denied = bool(report.get("keyrings_denied"))
     if not info.keyrings_denied:
         info.notes.append("could not install the seccomp filter that denies the kernel keyring calls")
+    info.userns_denied = report.get("userns_denied") is True
+    if not info.userns_denied:
+        info.notes.append("the child can create a user namespace (the seccomp filter did not deny it)")
     if info.drop == "uid" and report.get("uid") == 0:
         return "the child is still root"
     if info.mode == "unsafe":
@@ -928,6 +994,9 @@ def _probe_one(work: Path, info: SandboxInfo, supervisor: Supervisor, sys_path: 
         return "; ".join(report.get("errors", []) + report.get("hidden_failed", []))
     if "/tmp" not in report.get("scratch", []):
         return "no private /tmp"
+    info.cgroups_hidden = report.get("cgroups_hidden") is True
+    if not info.cgroups_hidden:
+        info.notes.append("could not hide /sys/fs/cgroup: a child can read the cgroup files of the others")
     info.host_covered = not report.get("cover_failed")
     if not info.host_covered:
         info.notes.append("could not cover every top-level folder of the host: " + "; ".join(report["cover_failed"])[:500])
