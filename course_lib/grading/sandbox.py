@@ -5,12 +5,13 @@ The grader's parent never runs student code. It starts the runner
 the kernel's own mechanisms (see :func:`probe_sandbox`):
 
 * ``"namespaces"`` - the grader runs as root: ``unshare --mount --net --pid
-  --ipc --fork --mount-proc``; the child covers the solutions, the output
+  --ipc --uts --cgroup --fork --mount-proc``; the child covers the solutions, the output
   folder and the submissions with empty tmpfs mounts, gets a private,
   size-capped ``/tmp`` (also behind ``/var/tmp``, ``/dev/shm``,
   ``/run/lock``), remounts everything else read-only and becomes *nobody*.
   Each child also gets its own cgroup (where the kernel offers one): a CPU
-  quota of one core, a process count and a memory limit.
+  quota of one core, a process count and a memory limit; the cgroup files
+  themselves are out of its sight (an empty mount over ``/sys/fs/cgroup``).
 * ``"userns"`` - not root but unprivileged user namespaces work: the same with
   ``--user --map-root-user``; the child drops every capability instead of
   switching user.
@@ -19,7 +20,9 @@ the kernel's own mechanisms (see :func:`probe_sandbox`):
   checks that nobody cannot reach the solutions, the tests and the reports (or
   refuses, naming the ``chmod`` that fixes it), and accepts this mode only for
   one submission per run (``--single``, a fresh container per submission), since
-  ``/tmp`` is shared with the next submission otherwise.
+  ``/tmp`` is shared with the next submission otherwise. Its limit: every
+  world-readable file on the host is readable by the child (``gradescope/setup.sh``
+  leaves one copy of the solutions and the cases, readable by root only).
 * ``"unsafe"`` - none of these: the child runs as the grader's own user, on the
   host's network, seeing the host's files. Only with ``--unsafe-sandbox``; the
   grader otherwise refuses with a message that names the fix.
