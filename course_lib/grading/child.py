@@ -27,11 +27,14 @@ What the child does, in order:
    other submissions ... with empty read-only tmpfs mounts (``spec.hide``),
    covers every top-level folder outside the system's (``/home``, ``/opt``,
    ``/var``, ``/work`` ...) except the paths it needs (:func:`_cover_host`),
-   mounts one size-capped tmpfs on ``/tmp`` and binds parts of it over
+   covers the terminals and the cgroup files (:func:`_no_cgroups`), mounts
+   one size-capped tmpfs on ``/tmp`` and binds parts of it over
    ``/var/tmp``, ``/dev/shm`` and ``/run/lock`` (the only writable places),
+   makes the needed paths below closed folders reachable (:func:`_expose`),
    then remounts every other mount read-only;
-3. sets its resource limits (soft = hard) and drops its privileges (to
-   *nobody*, or every capability inside a user namespace; ``no_new_privs``);
+3. sets its resource limits (soft = hard), drops its privileges (to
+   *nobody*, or every capability inside a user namespace; ``no_new_privs``)
+   and installs its seccomp filter (no keyrings, no new user namespace);
 4. loads the cases, sends ``{"ready": ...}`` on the result channel and waits
    for commands on the command channel: each runs one *unit* of a chapter
    (:func:`~course_lib.grading.protocol.run_command`: the case ids, and the
