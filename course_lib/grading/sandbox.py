@@ -286,16 +286,16 @@ class ChildCgroup:
         try:
             if all(c in mounts for c in ("cpu", "pids", "memory")):  # cgroup v1
                 for c in ("cpu", "pids", "memory"):
+                    os.mkdir(os.path.join(mounts[c], name), 0o755)  # fails on a name in use: never ours to remove
                     folders[c] = os.path.join(mounts[c], name)
-                    os.mkdir(folders[c], 0o755)
                 period = 100_000
                 _write(folders["cpu"], "cpu.cfs_period_us", period)
                 _write(folders["cpu"], "cpu.cfs_quota_us", int(period * limits.cpu_cores))
                 _write(folders["pids"], "pids.max", limits.nproc)
                 _write(folders["memory"], "memory.limit_in_bytes", limits.memory_mb << 20)
             elif "v2" in mounts and {"cpu", "pids", "memory"} <= set(_read(mounts["v2"], "cgroup.subtree_control").split()):
+                os.mkdir(os.path.join(mounts["v2"], name), 0o755)
                 folders["v2"] = os.path.join(mounts["v2"], name)
-                os.mkdir(folders["v2"], 0o755)
                 _write(folders["v2"], "cpu.max", f"{int(100_000 * limits.cpu_cores)} 100000")
                 _write(folders["v2"], "pids.max", limits.nproc)
                 _write(folders["v2"], "memory.max", limits.memory_mb << 20)

@@ -340,3 +340,23 @@ def test_a_stray_counts_for_the_child_it_came_from(tmp_path):
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.stdout.split() == ["0", "1", "0"], (proc.stdout, proc.stderr[-2000:])
+
+
+@needs_root
+def test_a_cgroup_name_in_use_is_never_taken_or_removed():
+    """Two graders never share a cgroup: a child's cgroup is named by a random token, and a name already in use
+    (another grader's) makes the new one fail without touching the folders of the one in use."""
+    import secrets
+
+    from course_lib.grading.sandbox import ChildCgroup, Limits
+
+    name = f"course-grade-test-{secrets.token_hex(8)}"
+    first = ChildCgroup.create(name, Limits())
+    if first is None:
+        pytest.skip("no writable cgroup here")
+    try:
+        assert ChildCgroup.create(name, Limits()) is None
+        assert first.folders and all(os.path.isdir(f) for f in first.folders.values())
+    finally:
+        first.remove()
+    assert not any(os.path.isdir(f) for f in first.folders.values())
