@@ -350,7 +350,12 @@ class ChildCgroup:
                 _kill(pid)
             time.sleep(0.01)
 
-    def remove(self) -> None:
+    def remove(self, wait_s: float = 10.0) -> None:
+        """Remove the folders once the killed processes have left them (on a busy machine a dying process
+        can stay listed for seconds: a folder removed too early would be left behind)."""
+        deadline = time.monotonic() + wait_s
+        while self.pids() and time.monotonic() < deadline:
+            time.sleep(0.02)
         for folder in self.folders.values():
             for _ in range(50):
                 try:
