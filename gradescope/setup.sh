@@ -8,15 +8,16 @@ cd "$SOURCE"
 apt-get update && apt-get install -y --no-install-recommends python3 python3-pip util-linux
 python3 -m pip install --break-system-packages --index-url https://download.pytorch.org/whl/cpu "torch>=2.2,<2.14" \
     || python3 -m pip install --index-url https://download.pytorch.org/whl/cpu "torch>=2.2,<2.14"
-python3 -m pip install --break-system-packages . || python3 -m pip install .
+python3 -m pip install --no-cache-dir --break-system-packages . || python3 -m pip install --no-cache-dir .
 
-# Without namespaces students' code runs as 'nobody': keep the course (solutions, the notebooks'
-# sources) out of its reach, and the installed package's cases (every expected value: the folder
-# course_lib/exercise_cases/ in site-packages, beside what the student's process imports) too.
-# The grader checks this before it grades.
-chmod -R go-rwx "$SOURCE"
+# Without namespaces students' code runs as 'nobody' and can read every world-readable file of the
+# container: leave exactly one copy of the solutions ($SOURCE/solutions) and one of the cases (every
+# expected value: the installed package's course_lib/exercise_cases/, beside what the student's
+# process imports), both readable by root only; remove the other copies. The grader checks the
+# paths it knows before it grades.
 cd /  # from here on the installed package is the one imported (as in run_autograder)
-chmod -R go-rwx "$(python3 -c 'from course_lib.grading.casefile import CASES_DIR; print(CASES_DIR)')"
+bash "$SOURCE/gradescope/lock_down.sh" "$SOURCE" \
+    "$(python3 -c 'from course_lib.grading.casefile import CASES_DIR; print(CASES_DIR)')"
 # Check once that the solutions earn full marks (run_autograder draws new inputs per submission).
 CHECK=$(mktemp -d /tmp/course-grade-check.XXXXXX)
 chmod 700 "$CHECK"

@@ -27,11 +27,14 @@ What the child does, in order:
    other submissions ... with empty read-only tmpfs mounts (``spec.hide``),
    covers every top-level folder outside the system's (``/home``, ``/opt``,
    ``/var``, ``/work`` ...) except the paths it needs (:func:`_cover_host`),
-   mounts one size-capped tmpfs on ``/tmp`` and binds parts of it over
+   covers the terminals and the cgroup files (:func:`_no_cgroups`), mounts
+   one size-capped tmpfs on ``/tmp`` and binds parts of it over
    ``/var/tmp``, ``/dev/shm`` and ``/run/lock`` (the only writable places),
+   makes the needed paths below closed folders reachable (:func:`_expose`),
    then remounts every other mount read-only;
-3. sets its resource limits (soft = hard) and drops its privileges (to
-   *nobody*, or every capability inside a user namespace; ``no_new_privs``);
+3. sets its resource limits (soft = hard), drops its privileges (to
+   *nobody*, or every capability inside a user namespace; ``no_new_privs``)
+   and installs its seccomp filter (no keyrings, no new user namespace);
 4. loads the cases, sends ``{"ready": ...}`` on the result channel and waits
    for commands on the command channel: each runs one *unit* of a chapter
    (:func:`~course_lib.grading.protocol.run_command`: the case ids, and the
@@ -100,30 +103,53 @@ def _mount(libc, source: str, target: str, fstype: str | None, flags: int, data:
         raise OSError(err, f"mount {source} -> {target}: {os.strerror(err)}")
 
 
-def _expose(paths: list[str], uid: int, stage_root: str) -> None:
+def _expose(paths: list[str], uid: int, stage_root: str | None = None) -> None:
     """Make each path reachable by ``uid`` inside this (private) mount namespace.
 
     An ancestor that ``uid`` cannot traverse (e.g. ``/root``, mode 0700, when
     Python lives in ``/root/.pyenv``) is covered with an empty tmpfs of mode
-    0711 into which only the needed child directory is bind-mounted back: the
-    rest of that directory stays invisible to the child.
+    0711 into which only the needed child directories are bind-mounted back
+    (every one that some path needs: ``/root/.pyenv`` and ``/root/.cache`` for
+    a virtual environment under ``~/.cache``): the rest of that directory stays
+    invisible to the child. Ancestors are handled from the top down, so a
+    bound-back folder that is itself closed (``~/.cache``, mode 0700) is
+    covered in turn. (``stage_root`` is no longer used: the folders are held open while covered.)
     """
-    import tempfile
+    split = sorted({tuple(os.path.realpath(p).split("/")) for p in paths})
+    depth = 1
+    while True:
+        ancestors = sorted({parts[:depth + 1] for parts in split if len(parts) - 1 > depth})
+        if not ancestors:
+            return
+        for ancestor in ancestors:
+            st = os.stat("/".join(ancestor))
+            if st.st_mode & 0o001 or st.st_uid == uid:
+                continue
+            below = sorted({"/".join(parts[:depth + 2]) for parts in split
+                            if parts[:depth + 1] == ancestor and len(parts) - 1 > depth})
+            _cover_but("/".join(ancestor), below)
+        depth += 1
 
+
+def _cover_but(folder: str, keep: list[str]) -> None:
+    """Cover ``folder`` with an empty tmpfs (mode 0711) and bind each of ``keep`` (its entries) back.
+
+    Each entry is held open (``O_PATH``) across the cover and bound back from its descriptor, so no staging
+    folder is needed (one could lie under ``folder`` itself).
+    """
     libc = _libc()
-    for n, target in enumerate(paths):
-        parts = os.path.realpath(target).split("/")
-        for i in range(1, len(parts) - 1):
-            ancestor = "/".join(parts[: i + 1])
-            st = os.stat(ancestor)
-            if not (st.st_mode & 0o001) and st.st_uid != uid:
-                below = "/".join(parts[: i + 2])
-                stage = tempfile.mkdtemp(prefix=f"stage-{n}-{i}-", dir=stage_root)
-                _mount(libc, below, stage, None, _MS_BIND | _MS_REC, None)
-                _mount(libc, "none", ancestor, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=64k,mode=0711")
-                os.mkdir(below, 0o755)
-                _mount(libc, stage, below, None, _MS_BIND | _MS_REC, None)
-                libc.umount2(os.fsencode(stage), _MNT_DETACH)
+    held = [(entry, os.path.isdir(entry), os.open(entry, os.O_PATH)) for entry in keep]
+    try:
+        _mount(libc, "none", folder, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=64k,mode=0711")
+        for entry, is_dir, fd in held:
+            if is_dir:
+                os.mkdir(entry, 0o755)
+            else:  # a file (a zip on the import paths) is bound onto a file
+                open(entry, "x").close()
+            _mount(libc, f"/proc/self/fd/{fd}", entry, None, _MS_BIND | _MS_REC, None)
+    finally:
+        for _entry, _is_dir, fd in held:
+            os.close(fd)
 
 
 def _hide(paths: list[str]) -> list[str]:
@@ -195,6 +221,23 @@ def _no_terminals() -> list[str]:
         except OSError as exc:
             failed.append(str(exc))
     return failed
+
+
+def _no_cgroups() -> bool:
+    """Cover ``/sys/fs/cgroup`` with an empty read-only tmpfs: the host's cgroup tree (every other child's
+    ``memory.usage_in_bytes``, ``cgroup.procs`` ...) would be a channel between two children graded at the
+    same time. The child stays in its own cgroup and under its limits: only the files go out of sight.
+    Returns whether the tree is now empty for the child."""
+    target = "/sys/fs/cgroup"
+    if not os.path.isdir(target):
+        return True
+    with contextlib.suppress(OSError):
+        _mount(_libc(), "none", target, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
+               "size=4k,mode=000")
+    try:
+        return os.listdir(target) == []
+    except OSError:
+        return False
 
 
 def _keep_visible(paths: list[str]) -> list[int]:
@@ -354,13 +397,43 @@ def _drop_privileges(spec) -> None:
 #: audit arch -> syscall numbers of add_key, request_key, keyctl (kernel keyrings are not namespaced:
 #: without this filter they are a channel between students and outlive the child)
 _KEYRING_SYSCALLS = {0xC000003E: (248, 249, 250), 0xC00000B7: (217, 218, 219)}
+#: audit arch -> (unshare, clone, clone3): a new user namespace would give the child every capability
+#: inside it, and with them far more of the kernel (mounts, more namespaces)
+_NAMESPACE_SYSCALLS = {0xC000003E: (272, 56, 435), 0xC00000B7: (97, 220, 435)}
+_CLONE_NEWUSER = 0x10000000
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
-_RET_ALLOW, _RET_EPERM = 0x7FFF0000, 0x00050001
-_LD_ABS, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06
+_RET_ALLOW, _RET_EPERM, _RET_ENOSYS = 0x7FFF0000, 0x00050001, 0x00050026
+_LD_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
+#: offsets in ``struct seccomp_data``: the call's number, the architecture, the low half of the first argument
+_NR, _ARCH, _ARG0 = 0, 4, 16
+
+
+def seccomp_program(arch: int) -> list[tuple[int, int, int, int]]:
+    """The filter of :func:`deny_keyrings` for one architecture, as ``(code, jt, jf, k)`` BPF instructions.
+
+    Fails with EPERM: a foreign architecture's call (x32 included), the keyring calls, and ``unshare`` or
+    ``clone`` with ``CLONE_NEWUSER`` in their flags. ``clone3`` passes its flags in memory a filter cannot
+    read, so it fails with ENOSYS: the C library then falls back to ``clone``, whose flags are checked.
+    """
+    keyrings = _KEYRING_SYSCALLS[arch]
+    unshare, clone, clone3 = _NAMESPACE_SYSCALLS[arch]
+    # (code, label if true, label if false, k); a label is the name of a "ret" below, None the next line
+    lines = [(_LD_ABS, None, None, _ARCH), (_JEQ, None, "eperm", arch),
+             (_LD_ABS, None, None, _NR), (_JGE, "eperm", None, 0x40000000)]
+    lines += [(_JEQ, "eperm", None, nr) for nr in keyrings]
+    lines += [(_JEQ, "enosys", None, clone3), (_JEQ, "flags", None, unshare), (_JEQ, "flags", None, clone),
+              (_RET, None, None, _RET_ALLOW)]
+    labels = {"flags": len(lines)}
+    lines += [(_LD_ABS, None, None, _ARG0), (_JSET, "eperm", None, _CLONE_NEWUSER), (_RET, None, None, _RET_ALLOW)]
+    labels["enosys"], labels["eperm"] = len(lines), len(lines) + 1
+    lines += [(_RET, None, None, _RET_ENOSYS), (_RET, None, None, _RET_EPERM)]
+    # a jump offset counts the instructions skipped after the jump
+    return [(code, labels[t] - i - 1 if t else 0, labels[f] - i - 1 if f else 0, k)
+            for i, (code, t, f, k) in enumerate(lines)]
 
 
 def deny_keyrings() -> bool:
-    """Install a seccomp filter: the keyring system calls (and any foreign-architecture call) fail with EPERM.
+    """Install the seccomp filter of :func:`seccomp_program`: no kernel keyring, no new user namespace.
 
     Needs ``no_new_privs`` (set by :func:`_drop_privileges`). Returns whether the filter is in place.
     """
@@ -369,7 +442,6 @@ def deny_keyrings() -> bool:
     arch = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}.get(platform.machine())
     if arch is None or not sys.platform.startswith("linux"):
         return False
-    banned = _KEYRING_SYSCALLS[arch]
 
     class _Filter(ctypes.Structure):
         _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
@@ -377,14 +449,9 @@ def deny_keyrings() -> bool:
     class _Prog(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_Filter))]
 
-    # 0: load arch; 1: foreign arch -> deny; 2: load number; 3: x32 numbers -> deny; then one check per
-    # banned call; then "allow"; last "deny". A jump offset counts the instructions skipped.
-    deny = 4 + len(banned) + 1
-    fixed = [(_LD_ABS, 0, 0, 4), (_JEQ, 0, deny - 2, arch), (_LD_ABS, 0, 0, 0), (_JGE, deny - 4, 0, 0x40000000)]
-    fixed += [(_JEQ, deny - (4 + i) - 1, 0, nr) for i, nr in enumerate(banned)]
-    fixed += [(_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, _RET_EPERM)]
-    filters = (_Filter * len(fixed))(*[_Filter(*f) for f in fixed])
-    prog = _Prog(len(fixed), ctypes.cast(filters, ctypes.POINTER(_Filter)))
+    program = seccomp_program(arch)
+    filters = (_Filter * len(program))(*[_Filter(*f) for f in program])
+    prog = _Prog(len(program), ctypes.cast(filters, ctypes.POINTER(_Filter)))
     return _libc().prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) == 0
 
 
@@ -392,17 +459,19 @@ def isolate(spec) -> dict:
     """Steps 2 and 3 of the module docstring for ``spec`` (a :class:`~course_lib.grading.protocol.ChildRequest`);
     returns what was done (for the probe's report)."""
     report: dict = {"hidden_failed": [], "cover_failed": [], "scratch": [], "read_only_failed": [], "errors": []}
-    if spec.expose:
-        _expose(spec.expose, int(spec.uid), spec.stage_dir)
     if spec.hide:
         report["hidden_failed"] = _hide(spec.hide)
+    report["cgroups_hidden"] = False
     if spec.private_mounts:
         report["cover_failed"] = _cover_host(list(spec.keep_visible)) + _no_terminals()
+        report["cgroups_hidden"] = _no_cgroups()
         try:
             kept = _keep_visible(list(spec.keep_visible))
             owner = (int(spec.uid), int(spec.gid)) if spec.drop == "uid" else None
             report["scratch"] = _private_scratch(int(spec.scratch_mb), owner)
             _bind_back(kept)
+            if spec.expose:  # after the covers and the scratch: the folders they made are open already
+                _expose(spec.expose, int(spec.uid), spec.stage_dir)
             report["read_only_failed"] = _read_only_elsewhere(report["scratch"])
         except OSError as exc:
             report["errors"].append(str(exc))
@@ -778,6 +847,7 @@ def _probe(spec, report: dict, channel: Channel) -> None:
             writable.append(place)
             with contextlib.suppress(OSError):
                 os.unlink(probe)
+    report["userns_denied"] = _libc().unshare(_CLONE_NEWUSER) != 0  # the last step: it may succeed
     channel.send(PROTOCOL.probe_message({"uid": os.getuid(), "euid": os.geteuid(), "pid": os.getpid(),
                                          "writable": writable, **report}))
 

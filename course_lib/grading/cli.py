@@ -256,6 +256,13 @@ def reference_message(message: str, solutions: Path) -> str:
     return "\n  ".join(["the --solutions notebooks do not pass their own cases:", *notebook_problems, *others])
 
 
+def weakened_line(info: SandboxInfo) -> str:
+    """One line saying that the sandbox is weaker than this machine should allow, and why."""
+    return (f"the sandbox is WEAKER than this machine allows: grading in mode {info.mode!r} because "
+            + " | ".join(info.weakened)[:1500]
+            + " (fix what failed, see course_lib/grading/SECURITY.md; or name the mode with --sandbox)")
+
+
 def _print_table(results, out=sys.stdout) -> None:
     rows = [("student", "score", "status", "runtime", "flags")]
     for r in sorted(results, key=lambda r: r.student):
@@ -446,6 +453,8 @@ def main(argv: list[str] | None = None) -> int:
             log(f"  {what}: {sentence}")
         for note in info.notes:
             log(f"sandbox note: {note}")
+        if info.weakened:
+            log(f"course-grade: WARNING: {weakened_line(info)}")
         _keep_earlier_manifest(out_dir, args.reference)
         try:
             ref = build_reference(config, supervisor, info, work_base, log=log)
@@ -496,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
         if bar is not None:
             bar.close()
         supervisor.sweep()
-        unattributed_strays = supervisor.strays  # only possible without a PID namespace
+        unattributed_strays = supervisor.unattributed  # strays whose child is unknown (only without a PID namespace)
         # Rewrite every report now that no child runs any more.
         for r in results:
             write_student_files(out_dir, r)
@@ -546,7 +555,9 @@ def main(argv: list[str] | None = None) -> int:
         gone = f", {len(missing)} graded before and missing now" if missing else ""
         print(f"\n{len(results)} submissions ({summary['graded_now']} graded now, "
               f"{summary['unchanged_skipped']} unchanged{gone}) in {summary['seconds']:.1f}s; "
-              f"reports in {out_dir}")
+              f"sandbox {info.mode}{'' if info.safe else ' (UNSAFE)'}; reports in {out_dir}")
+        if info.weakened:  # said again last, where an instructor looks
+            log(f"course-grade: WARNING: {weakened_line(info)}")
         return 0
     finally:
         supervisor.sweep()

@@ -5,12 +5,13 @@ The grader's parent never runs student code. It starts the runner
 the kernel's own mechanisms (see :func:`probe_sandbox`):
 
 * ``"namespaces"`` - the grader runs as root: ``unshare --mount --net --pid
-  --ipc --fork --mount-proc``; the child covers the solutions, the output
+  --ipc --uts --cgroup --fork --mount-proc``; the child covers the solutions, the output
   folder and the submissions with empty tmpfs mounts, gets a private,
   size-capped ``/tmp`` (also behind ``/var/tmp``, ``/dev/shm``,
   ``/run/lock``), remounts everything else read-only and becomes *nobody*.
   Each child also gets its own cgroup (where the kernel offers one): a CPU
-  quota of one core, a process count and a memory limit.
+  quota of one core, a process count and a memory limit; the cgroup files
+  themselves are out of its sight (an empty mount over ``/sys/fs/cgroup``).
 * ``"userns"`` - not root but unprivileged user namespaces work: the same with
   ``--user --map-root-user``; the child drops every capability instead of
   switching user.
@@ -19,7 +20,9 @@ the kernel's own mechanisms (see :func:`probe_sandbox`):
   checks that nobody cannot reach the solutions, the tests and the reports (or
   refuses, naming the ``chmod`` that fixes it), and accepts this mode only for
   one submission per run (``--single``, a fresh container per submission), since
-  ``/tmp`` is shared with the next submission otherwise.
+  ``/tmp`` is shared with the next submission otherwise. Its limit: every
+  world-readable file on the host is readable by the child (``gradescope/setup.sh``
+  leaves one copy of the solutions and the cases, readable by root only).
 * ``"unsafe"`` - none of these: the child runs as the grader's own user, on the
   host's network, seeing the host's files. Only with ``--unsafe-sandbox``; the
   grader otherwise refuses with a message that names the fix.
@@ -43,6 +46,7 @@ import ctypes
 import ctypes.util
 import json
 import os
+import secrets
 import select
 import shutil
 import signal
@@ -65,6 +69,8 @@ CHILD_SCRIPT = Path(__file__).with_name("child.py")
 NOBODY_UID = 65534
 NOBODY_GID = 65534
 _PR_SET_CHILD_SUBREAPER = 36
+#: the environment variable that names the child a process descends from (:meth:`Supervisor.take_strays`)
+OWNER_VARIABLE = "COURSE_GRADER_CHILD"
 #: words in a child's stderr that show it ran out of memory
 MEMORY_WORDS = ("MemoryError", "can't allocate memory", "Cannot allocate memory", "bad_alloc",
                 "failed to map segment", "out of memory", "OutOfMemory")
@@ -161,6 +167,12 @@ class SandboxInfo:
         permissions_checked: (``nobody`` mode) the grader checked that nobody cannot reach what it must not read.
         keyrings_denied: a seccomp filter makes the kernel keyring calls fail (they are not namespaced).
         host_covered: every top-level folder outside the system's is covered but for the paths the child needs.
+        cgroups_hidden: the child sees no cgroup files (its own cgroup namespace, an empty mount over
+            ``/sys/fs/cgroup``): no child can read another's memory or process counts.
+        userns_denied: the seccomp filter makes creating a user namespace fail (``unshare``/``clone`` with
+            ``CLONE_NEWUSER``; ``clone3``).
+        weakened: why the stronger sandboxes this machine should allow failed (empty when none did); the
+            grader says so on stderr and in its closing line, not only here.
         notes: sentences for the report, one per limit that could not be applied.
     """
 
@@ -177,6 +189,9 @@ class SandboxInfo:
     permissions_checked: bool = False
     keyrings_denied: bool = False
     host_covered: bool = False
+    cgroups_hidden: bool = False
+    userns_denied: bool = False
+    weakened: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -211,6 +226,11 @@ class SandboxInfo:
             "NOT isolated: the child can read and write what the grader's user can",
             "keyrings": "kernel keyrings denied (seccomp): no channel between students through them"
             if self.keyrings_denied else "NOT denied: kernel keyrings could pass data between students",
+            "cgroup_files": "hidden (own cgroup namespace, empty mount over /sys/fs/cgroup): no child reads "
+            "another's memory use or process count" if self.cgroups_hidden
+            else "NOT hidden: the child can read the host's cgroup files (every child's memory use)",
+            "user_namespaces": "creating one is denied (seccomp): no capabilities inside a new namespace"
+            if self.userns_denied else "NOT denied: the child can create a user namespace",
             "cpu_memory": (f"own cgroup ({', '.join(self.cgroups)}): CPU quota, process count and memory per child"
                            if self.cgroups else "no cgroup: CPU share and memory bounded only by rlimits"),
         }
@@ -266,16 +286,16 @@ class ChildCgroup:
         try:
             if all(c in mounts for c in ("cpu", "pids", "memory")):  # cgroup v1
                 for c in ("cpu", "pids", "memory"):
+                    os.mkdir(os.path.join(mounts[c], name), 0o755)  # fails on a name in use: never ours to remove
                     folders[c] = os.path.join(mounts[c], name)
-                    os.mkdir(folders[c], 0o755)
                 period = 100_000
                 _write(folders["cpu"], "cpu.cfs_period_us", period)
                 _write(folders["cpu"], "cpu.cfs_quota_us", int(period * limits.cpu_cores))
                 _write(folders["pids"], "pids.max", limits.nproc)
                 _write(folders["memory"], "memory.limit_in_bytes", limits.memory_mb << 20)
             elif "v2" in mounts and {"cpu", "pids", "memory"} <= set(_read(mounts["v2"], "cgroup.subtree_control").split()):
+                os.mkdir(os.path.join(mounts["v2"], name), 0o755)
                 folders["v2"] = os.path.join(mounts["v2"], name)
-                os.mkdir(folders["v2"], 0o755)
                 _write(folders["v2"], "cpu.max", f"{int(100_000 * limits.cpu_cores)} 100000")
                 _write(folders["v2"], "pids.max", limits.nproc)
                 _write(folders["v2"], "memory.max", limits.memory_mb << 20)
@@ -330,7 +350,12 @@ class ChildCgroup:
                 _kill(pid)
             time.sleep(0.01)
 
-    def remove(self) -> None:
+    def remove(self, wait_s: float = 10.0) -> None:
+        """Remove the folders once the killed processes have left them (on a busy machine a dying process
+        can stay listed for seconds: a folder removed too early would be left behind)."""
+        deadline = time.monotonic() + wait_s
+        while self.pids() and time.monotonic() < deadline:
+            time.sleep(0.02)
         for folder in self.folders.values():
             for _ in range(50):
                 try:
@@ -368,13 +393,22 @@ class Supervisor:
     :meth:`sweep` can kill it. Because of this, run the grader as a process of
     its own (``python -m course_lib.grading``): :meth:`sweep` kills every child
     process of the current process that the supervisor did not start.
+
+    A stray is counted for the child it came from, not for the one whose end
+    happened to find it (with ``--jobs 2`` either child's sweep may): each
+    child gets an ``owner`` token in its environment (:data:`OWNER_VARIABLE`),
+    which its descendants inherit; :meth:`take_strays` hands a child the count
+    of its own. A stray without a known token is counted in ``unattributed``.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._active: set[int] = set()
         self._dying: set[int] = set()
+        self._owners: set[str] = set()
+        self._strays_of: dict[str, int] = {}
         self.strays = 0
+        self.unattributed = 0
         self.subreaper = False
         if sys.platform.startswith("linux"):
             try:
@@ -383,12 +417,24 @@ class Supervisor:
             except OSError:  # pragma: no cover
                 self.subreaper = False
 
-    def spawn(self, argv: list[str], **kwargs) -> subprocess.Popen:
-        """``subprocess.Popen(argv, **kwargs)`` in a new session, registered as ours."""
+    def spawn(self, argv: list[str], owner: str | None = None, **kwargs) -> subprocess.Popen:
+        """``subprocess.Popen(argv, **kwargs)`` in a new session, registered as ours.
+
+        ``owner``: the token of :meth:`take_strays`, put in the child's environment (``kwargs["env"]``).
+        """
+        if owner is not None:
+            kwargs["env"] = {**(kwargs.get("env") or {}), OWNER_VARIABLE: owner}
         with self._lock:
+            if owner is not None:
+                self._owners.add(owner)
             proc = subprocess.Popen(argv, start_new_session=True, **kwargs)
             self._active.add(proc.pid)
         return proc
+
+    def take_strays(self, owner: str) -> int:
+        """How many strays of the child with token ``owner`` any sweep so far killed (counted once)."""
+        with self._lock:
+            return self._strays_of.pop(owner, 0)
 
     def kill_tree(self, proc: subprocess.Popen, cgroup: ChildCgroup | None = None, wait_s: float = 10.0) -> None:
         """``SIGKILL`` the child, its descendants, its process group and its cgroup; reap it (bounded wait)."""
@@ -426,11 +472,16 @@ class Supervisor:
                 strays = [p for p, (pp, _st) in procs.items() if pp == os.getpid() and p not in self._active]
                 for pid in strays:
                     counted = procs[pid][1] != "Z" and pid not in self._dying
+                    owner = _owner_of(pid) if counted else None  # read before the kill
                     for sub in reversed(_descendants(pid)):
                         _kill(sub)
                     _kill(pid)
                     if counted:
                         killed += 1
+                        if owner in self._owners:
+                            self._strays_of[owner] = self._strays_of.get(owner, 0) + 1
+                        else:
+                            self.unattributed += 1
                     self._dying.discard(pid)
                 self.strays += killed
             for pid in strays:
@@ -439,6 +490,20 @@ class Supervisor:
                 break
             time.sleep(0.05)
         return killed
+
+
+def _owner_of(pid: int) -> str | None:
+    """The :data:`OWNER_VARIABLE` in the environment of process ``pid`` (``None`` when it has none)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            environ = fh.read(1 << 20)
+    except OSError:
+        return None
+    key = OWNER_VARIABLE.encode() + b"="
+    for entry in environ.split(b"\0"):
+        if entry.startswith(key):
+            return entry[len(key):].decode("ascii", errors="replace")
+    return None
 
 
 def _kill(pid: int) -> None:
@@ -553,7 +618,8 @@ def scrubbed_env(workdir: Path, private_tmp: bool) -> dict[str, str]:
 def _command(mode: str, spec_path: Path, cgroup: ChildCgroup | None) -> list[str]:
     py = [sys.executable, "-I", "-S", "-B", str(CHILD_SCRIPT), str(spec_path)]
     unshare = shutil.which("unshare") or "unshare"
-    namespaces = ["--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--mount-proc", "--kill-child"]
+    namespaces = ["--mount", "--net", "--pid", "--ipc", "--uts", "--cgroup", "--fork", "--mount-proc",
+                  "--kill-child"]
     if mode == "namespaces":
         cmd = [unshare, *namespaces, *py]
     elif mode == "userns":
@@ -687,7 +753,8 @@ class ChildSession:
         spec_path = work / f"spec-{launch}.json"
         spec_path.write_text(request.to_json(), encoding="utf-8")
         os.chmod(spec_path, 0o644)
-        self.cgroup = ChildCgroup.create(f"course-grade-{os.getpid()}-{work.name}-{launch}", limits) \
+        self.owner = secrets.token_hex(8)  # unique among concurrent graders too (names the cgroup)
+        self.cgroup = ChildCgroup.create(f"course-grade-{os.getpid()}-{self.owner}", limits) \
             if info.cgroups else None
         env = scrubbed_env(work, private_tmp=info.private_tmp)
         if self.cgroup is not None:
@@ -697,7 +764,8 @@ class ChildSession:
             os.chmod(self.out_path, 0o600)
             os.chmod(self.err_path, 0o600)
             try:
-                self.proc = supervisor.spawn(_command(info.mode, spec_path, self.cgroup), cwd=str(work), env=env,
+                self.proc = supervisor.spawn(_command(info.mode, spec_path, self.cgroup), owner=self.owner,
+                                             cwd=str(work), env=env,
                                              stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                              pass_fds=(result_w, command_r))
             finally:
@@ -804,7 +872,8 @@ class ChildSession:
             except OSError:
                 pass
         self.supervisor.kill_tree(self.proc, self.cgroup)
-        strays = self.supervisor.sweep()
+        self.supervisor.sweep()
+        strays = self.supervisor.take_strays(self.owner)
         oom = False
         if self.cgroup is not None:
             oom = self.cgroup.oom_killed()
@@ -866,7 +935,7 @@ def probe_sandbox(base: Path, supervisor: Supervisor, requested: str = "auto", a
         if not candidates:
             raise RuntimeError(f"--sandbox {requested} is not possible here (root={root}, unshare={has_unshare})")
     sys_path = child_sys_path()
-    failures = []
+    failures, weakened = [], []  # weakened: the failures of modes this machine should allow (not --single's rule)
     for n, info in enumerate(candidates):
         if info.mode == "nobody" and not (single or allow_unsafe):
             failures.append("nobody: only for one submission per run (--single), since /tmp is shared")
@@ -885,9 +954,11 @@ def probe_sandbox(base: Path, supervisor: Supervisor, requested: str = "auto", a
                 probed += (" - the user nobody cannot run this Python: install the course and its Python where "
                            "nobody can read them (e.g. a virtual environment under /opt, not under /root)")
             failures.append(f"{info.mode}: {probed}")
+            weakened.append(f"{info.mode} failed: {probed}")
             continue
         if failures:
             info.notes.append("stronger sandboxes failed here: " + " | ".join(failures))
+        info.weakened = weakened
         return info
     raise RuntimeError("no sandbox configuration could start the grading child:\n" + "\n".join(failures))
 
@@ -898,7 +969,7 @@ def _probe_one(work: Path, info: SandboxInfo, supervisor: Supervisor, sys_path: 
     work = make_workdir(work.parent, work.name, info.drop)
     info.private_tmp = info.mode in ("namespaces", "userns")
     if info.mode != "unsafe":
-        probe_cg = ChildCgroup.create(f"course-grade-probe-{os.getpid()}-{work.name}", Limits())
+        probe_cg = ChildCgroup.create(f"course-grade-probe-{os.getpid()}-{secrets.token_hex(8)}", Limits())
         if probe_cg is not None:
             info.cgroups = probe_cg.controllers
             probe_cg.remove()
@@ -914,6 +985,9 @@ def _probe_one(work: Path, info: SandboxInfo, supervisor: Supervisor, sys_path: 
     info.keyrings_denied = bool(report.get("keyrings_denied"))
     if not info.keyrings_denied:
         info.notes.append("could not install the seccomp filter that denies the kernel keyring calls")
+    info.userns_denied = report.get("userns_denied") is True
+    if not info.userns_denied:
+        info.notes.append("the child can create a user namespace (the seccomp filter did not deny it)")
     if info.drop == "uid" and report.get("uid") == 0:
         return "the child is still root"
     if info.mode == "unsafe":
@@ -928,6 +1002,9 @@ def _probe_one(work: Path, info: SandboxInfo, supervisor: Supervisor, sys_path: 
         return "; ".join(report.get("errors", []) + report.get("hidden_failed", []))
     if "/tmp" not in report.get("scratch", []):
         return "no private /tmp"
+    info.cgroups_hidden = report.get("cgroups_hidden") is True
+    if not info.cgroups_hidden:
+        info.notes.append("could not hide /sys/fs/cgroup: a child can read the cgroup files of the others")
     info.host_covered = not report.get("cover_failed")
     if not info.host_covered:
         info.notes.append("could not cover every top-level folder of the host: " + "; ".join(report["cover_failed"])[:500])

@@ -163,8 +163,11 @@ def test_summary_names_versions_and_manifest_hash(batch):
     assert sum(s["statuses"].values()) == len(NAMES)
     for name in NAMES:
         assert batch.grade(name)["manifest_hash"] == s["manifest_sha256"]
-    assert set(s["sandbox"]["statement"]) == {"network", "processes", "ipc", "user", "files", "keyrings", "cpu_memory"}
+    assert set(s["sandbox"]["statement"]) == {"network", "processes", "ipc", "user", "files", "keyrings", "cpu_memory",
+                                              "cgroup_files", "user_namespaces"}
     assert s["sandbox"]["keyrings_denied"] is True
+    assert s["sandbox"]["cgroups_hidden"] is True and s["sandbox"]["userns_denied"] is True
+    assert s["sandbox"]["weakened"] == []
     assert s["sandbox"]["safe"] is True, "the tests run where the safe sandbox works (root, unshare)"
 
 
