@@ -12,16 +12,16 @@ python3 -m pip install --break-system-packages . || python3 -m pip install .
 
 # Without namespaces students' code runs as 'nobody': keep the course (solutions, the notebooks'
 # sources) out of its reach, and the installed package's cases (every expected value: the folder
-# course_lib/exercise_cases/ in site-packages, beside what the student's process imports) too.
+# course_exercises/cases/ in site-packages, beside what the student's process imports) too.
 # The grader checks this before it grades.
 chmod -R go-rwx "$SOURCE"
 cd /  # from here on the installed package is the one imported (as in run_autograder)
-chmod -R go-rwx "$(python3 -c 'from course_lib.grading.casefile import CASES_DIR; print(CASES_DIR)')"
+chmod -R go-rwx "$(python3 -c 'from course_exercises.casefile import CASES_DIR; print(CASES_DIR)')"
 # Check once that the solutions earn full marks (run_autograder draws new inputs per submission).
 CHECK=$(mktemp -d /tmp/course-grade-check.XXXXXX)
 chmod 700 "$CHECK"
 trap 'rm -rf "$CHECK"' EXIT
-python3 -m course_lib.grading "$SOURCE/solutions" --single --student reference --out "$CHECK" --no-progress \
+python3 -m course_grader "$SOURCE/solutions" --single --student reference --out "$CHECK" --no-progress \
     --solutions "$SOURCE/solutions"
 python3 - "$CHECK/grades.csv" <<'PY'
 import csv

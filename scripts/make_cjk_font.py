@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Make course_lib/fonts/NotoSansSC-Regular-subset.ttf, the Chinese font of the figures.
+"""Make course_book/fonts/NotoSansSC-Regular-subset.ttf, the Chinese font of the figures.
 
-The subset keeps, of Noto Sans SC Regular (SIL OFL 1.1, see course_lib/fonts/README.md):
+The subset keeps, of Noto Sans SC Regular (SIL OFL 1.1, see course_book/fonts/README.md):
 
 * every character of the course's Chinese data: the Chinese side of the Tatoeba
   English-Mandarin pairs, raw and normalised as course_lib.data loads them, and

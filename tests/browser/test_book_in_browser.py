@@ -9,11 +9,11 @@ made unresolvable. The checks:
 
 * no request leaves the page's own origin, and nothing it asks for is missing;
 * no error in the browser console;
-* every explorer (``course_lib.explorers``) draws its chart, and moving each
+* every explorer (``course_book.explorers``) draws its chart, and moving each
   of its controls redraws its marks (bars, cells, lines, points: a caption
   that changes over unchanged marks does not count);
 * formulas are typeset (MathJax output present where the page has math);
-* every concept check (``course_lib.quiz``) draws its questions; a click on
+* every concept check (``course_book.quiz``) draws its questions; a click on
   each multiple-choice answer shows that answer's explanation, a typed number
   (Enter) its feedback; jupyterquiz is loaded only on pages with a quiz, from
   the book itself;

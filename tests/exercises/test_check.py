@@ -1,4 +1,4 @@
-"""Tests of the student's check command, ``python -m course_lib.check``."""
+"""Tests of the student's check command, ``python -m course_exercises.check``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import torch
 import pytest
 
-from course_lib import check
-from course_lib.check import CaseResult, CheckRun, default_notebooks, format_report, resolve_chapters
+from course_exercises import check
+from course_exercises.check import CaseResult, CheckRun, default_notebooks, format_report, resolve_chapters
 
 ROOT = Path(__file__).resolve().parents[2]
 cases = check.load_cases()
@@ -125,7 +125,7 @@ def test_a_failing_dependent_case_says_it_ran_with_the_course_definition(tmp_pat
 
 
 def test_standins_are_installed_only_for_their_cases_and_removed_after(tmp_path):
-    from course_lib.check_runner import NotebookLoader, run_case
+    from course_exercises.check_runner import NotebookLoader, run_case
 
     folder = _notebook_with(tmp_path, "08", {
         "causal_mask": "return 'student'",
@@ -146,7 +146,7 @@ def test_standins_are_installed_only_for_their_cases_and_removed_after(tmp_path)
     ("(torch.arange(seq_len) < lengths[:, None])", "returned None"),
 ])
 def test_return_type_rule_one_line_no_harness_frames(tmp_path, body, words):
-    from course_lib.check_runner import NotebookLoader, run_case
+    from course_exercises.check_runner import NotebookLoader, run_case
 
     folder = _notebook_with(tmp_path, "08", {"padding_mask": body})
     loader = NotebookLoader(folder, cases.NOTEBOOKS)
@@ -342,7 +342,7 @@ def test_check_runner_needs_no_pytest(tmp_path):
     import sys
 
     code = ("import sys; sys.modules['pytest'] = None; sys.modules['_pytest'] = None\n"
-            "from course_lib.check_runner import main\n"
+            "from course_exercises.check_runner import main\n"
             "sys.exit(main(sys.argv[1:]))")
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     for folder, flags, kind in ((ROOT / "solutions", [], "passed"),
@@ -402,7 +402,7 @@ def test_a_missing_notebook_is_reported_once(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv0, shown", [("/venv/bin/course-check", "course-check"),
-                                          ("/repo/course_lib/check.py", "python -m course_lib.check")])
+                                          ("/repo/course_exercises/check.py", "python -m course_exercises.check")])
 def test_version_and_usage_show_the_name_typed(monkeypatch, capsys, argv0, shown):
     import sys
 

@@ -1,4 +1,4 @@
-"""Usage errors of ``course-grade`` (:mod:`course_lib.grading.cli`): one line naming the option, exit status 2.
+"""Usage errors of ``course-grade`` (:mod:`course_grader.cli`): one line naming the option, exit status 2.
 
 Most run ``cli.main`` in this process: it stops before starting anything, and the sandbox is replaced by a
 tripwire so that a check that lets a run through fails here instead of grading inside pytest.
@@ -13,13 +13,13 @@ import pytest
 
 from adversaries import NB, notebook, write_folder
 from grading_helpers import run_grader
-from course_lib.grading import cli
+from course_grader import cli
 
 
 @pytest.fixture
 def grade(tmp_path, monkeypatch, capsys):
     """``course-grade ARGS`` in this process (chapter 06 with a one-notebook --solutions): ``(status, stderr)``."""
-    import course_lib.grading.sandbox as sandbox
+    import course_grader.sandbox as sandbox
 
     def tripwire(*args, **kwargs):
         raise AssertionError("course-grade went past its usage checks")
@@ -87,7 +87,7 @@ def test_limits_field_names_become_options():
 @pytest.mark.parametrize("argv0, shown", [
     ("/venv/bin/course-grade", "course-grade"),
     ("/venv/Scripts/course-grade.exe", "course-grade"),
-    ("/repo/course_lib/grading/__main__.py", "python -m course_lib.grading"),
+    ("/repo/course_grader/__main__.py", "python -m course_grader"),
 ])
 def test_prog_is_the_name_typed(monkeypatch, capsys, argv0, shown):
     import course_lib

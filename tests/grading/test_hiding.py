@@ -15,8 +15,8 @@ GRADING = Path(__file__).resolve().parents[2] / "course_lib" / "grading"
 
 
 def _config(tmp_path: Path, **kw):
-    from course_lib.grading.casefile import CASES_FILE
-    from course_lib.grading.grader import GradingConfig
+    from course_exercises.casefile import CASES_FILE
+    from course_grader.grader import GradingConfig
 
     base = dict(out_dir=tmp_path / "out", course_root=None, solutions_dir=tmp_path / "sol", cases_files=[CASES_FILE])
     base.update(kw)
@@ -26,8 +26,8 @@ def _config(tmp_path: Path, **kw):
 def test_every_copy_of_the_cases_on_the_import_paths_is_covered(tmp_path, monkeypatch):
     """Gradescope: `pip install .` puts a second course_lib in site-packages while the grader may import the
     clone's; the child has both on its import paths, so both exercise_cases/ folders are covered."""
-    from course_lib.grading import grader
-    from course_lib.grading.casefile import CASES_DIR
+    from course_grader import grader
+    from course_exercises.casefile import CASES_DIR
 
     site = tmp_path / "site-packages"
     (site / "course_lib" / "exercise_cases").mkdir(parents=True)
@@ -44,10 +44,10 @@ def test_every_copy_of_the_cases_on_the_import_paths_is_covered(tmp_path, monkey
 def test_files_at_the_top_of_a_clone_are_covered(tmp_path):
     """A zip of the course (solutions and cases inside) left at the clone's top is covered like its folders;
     the imported course_lib stays visible (the child imports it)."""
-    from course_lib.grading.grader import hidden_paths
+    from course_grader.grader import hidden_paths
 
     clone = tmp_path / "clone"
-    for sub in ("course_lib/exercise_cases", "solutions", "tests"):
+    for sub in ("course_exercises/cases", "solutions", "tests"):
         (clone / sub).mkdir(parents=True)
     for name in ("autograder.zip", "README.md", "pyproject.toml"):
         (clone / name).write_text("x")

@@ -16,7 +16,7 @@ import pytest
 from babel.messages.catalog import Catalog as BabelCatalog
 from babel.messages.pofile import write_po
 
-from course_lib import i18n
+from course_book import i18n
 
 ROOT = Path(__file__).resolve().parents[2]
 

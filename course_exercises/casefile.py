@@ -35,7 +35,7 @@ __all__ = ["student_copy", "STRIPPED_KEYWORDS", "KEPT_NAMES", "CASES_FILE", "CAS
 #: the course's cases registry, shipped in the package (``course_lib/exercise_cases/cases.py``); it holds
 #: every case's ``expected()``, so the grader covers its whole folder (:data:`CASES_DIR`, byte-code cache
 #: included) in the process that runs a student's code
-CASES_FILE = Path(__file__).resolve().parents[1] / "exercise_cases" / "cases.py"
+CASES_FILE = Path(__file__).resolve().parent / "cases" / "cases.py"
 CASES_DIR = CASES_FILE.parent
 
 #: keyword arguments whose value only the trusted side may see

@@ -95,7 +95,7 @@ class NotebookLoader:
         return self.folder / self.notebooks[chapter]
 
     def _load(self, chapter: str) -> None:
-        from course_lib.grading.extract import SubmissionError, load_submission
+        from .extract import SubmissionError, load_submission
 
         self._notes[chapter], self._status[chapter] = [], "ok"
         if not self.folder.is_dir():
@@ -115,7 +115,7 @@ class NotebookLoader:
             self._status[chapter] = "unreadable"
 
     def get(self, chapter: str) -> ModuleType:
-        from course_lib.grading.extract import SubmissionError
+        from .extract import SubmissionError
 
         if chapter not in self._loaded:
             self._load(chapter)
@@ -146,7 +146,7 @@ class NotebookLoader:
 
 def rename_cells(text: str, notebook: Path) -> str:
     """:func:`course_lib.grading.extract.rename_cells` (imported late: this module loads fast)."""
-    from course_lib.grading.extract import rename_cells as rename
+    from .extract import rename_cells as rename
 
     return rename(text, notebook)
 
@@ -154,7 +154,7 @@ def rename_cells(text: str, notebook: Path) -> str:
 def _cell_lines(notebook: Path) -> list[tuple[int, int]] | None:
     """Per line of the extracted source: ``(code cell number, line in that cell)``, or None when unknown."""
     try:  # any failure: fall back to the raw line numbers
-        from course_lib.grading.extract import assemble_source, extract_chunks, code_cell_numbers
+        from .extract import assemble_source, extract_chunks, code_cell_numbers
 
         path, futures, chunks = extract_chunks(notebook)
         where = assemble_source(path, futures, chunks)[1]
@@ -200,7 +200,7 @@ def run_case(case, cases: ModuleType, loader: NotebookLoader, *, expect_stubs: b
     answer is ``not_implemented`` (with the stub's message) when the call
     raises ``NotImplementedError`` naming the case's exercise, else ``failed``.
     """
-    from course_lib.grading.extract import SubmissionError, install_standins, remove_standins
+    from .extract import SubmissionError, install_standins, remove_standins
 
     timed_out = set() if timed_out is None else timed_out
     head = f"Exercise {case.exercise} ({case.function}), case {case.id}"
@@ -266,7 +266,7 @@ def _run_on(case, cases: ModuleType, ns: ModuleType, notebook: Path, head: str, 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the cases of the chosen chapters on ``--notebooks``, writing one JSON line per case to ``--results``."""
-    from course_lib.check import load_cases
+    from .check import load_cases
 
     parser = argparse.ArgumentParser(prog="python -m course_lib.check_runner",
                                      description="The check command's child process (see course-check).")

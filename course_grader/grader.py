@@ -42,8 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .casefile import CASES_DIR, student_copy
-from .compare import (ResultError, compare_arrays, decode_arrays, judge_case, read_array, read_input_array,
+from course_exercises.casefile import CASES_DIR, student_copy
+from course_exercises.compare import (ResultError, compare_arrays, decode_arrays, judge_case, read_array, read_input_array,
                       unearned_passes)
 from .intake import IntakeLimits, Submission, collect_notebooks
 from .report import StudentResult, atomic_write
@@ -544,6 +544,10 @@ def _contains(folder: str, path: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
+#: the packages the child imports (the learner's library, the case framework, the grader's child)
+CHILD_PACKAGES = ("course_lib", "course_exercises", "course_grader")
+
+
 def hidden_paths(config: GradingConfig) -> list[str]:
     """Paths the student's process must not see: solutions, reports, submissions, the folder of every
     cases file - the package's own registry (:data:`~course_lib.grading.casefile.CASES_DIR`, which holds
@@ -562,11 +566,11 @@ def hidden_paths(config: GradingConfig) -> list[str]:
         hide.append(Path(p).parent)
     root = config.course_root
     if root is not None and (root / "course_lib").is_dir():
-        imported = CASES_DIR.parent
-        hide.append(root / "course_lib" / CASES_DIR.name)
+        imported = {CASES_DIR.parent.parent / name for name in CHILD_PACKAGES}
+        hide.append(root / CASES_DIR.parent.name / CASES_DIR.name)
         try:
             hide.extend(e for e in root.iterdir() if (e.is_dir() or e.is_file()) and not e.is_symlink()
-                        and not (e.name == "course_lib" and e.resolve() == imported))  # files too (a zip)
+                        and not (e.name in CHILD_PACKAGES and e.resolve() in imported))  # files too (a zip)
         except OSError:
             pass
     return list(dict.fromkeys(str(Path(p).resolve()) for p in hide))  # (each once, in order)

@@ -39,8 +39,8 @@ from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parents[2]
-SRC = Path(__file__).resolve().parent / "notebook_src"
+ROOT = Path(__file__).resolve().parents[1]
+SRC = Path(__file__).resolve().parent
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 
 HEADER = """\

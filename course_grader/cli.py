@@ -115,7 +115,7 @@ def prog_name(script: str, module: str) -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The command's argument parser."""
     p = argparse.ArgumentParser(
-        prog=prog_name("course-grade", "course_lib.grading"),
+        prog=prog_name("course-grade", "course_grader"),
         description="Grade exercise submissions in sandboxed child processes and write grades.csv, "
                     "per-student Gradescope results.json and feedback, and summary.json.")
     p.add_argument("--version", action="version", version=f"%(prog)s {__import__('course_lib').__version__}")
@@ -364,8 +364,8 @@ def main(argv: list[str] | None = None) -> int:
         limits = Limits(chapter_timeout_s=args.timeout, submission_timeout_s=sub_timeout, memory_mb=args.memory)
     except (argparse.ArgumentTypeError, ValueError) as exc:
         return fail(_option_names(str(exc)))
-    from ..check import clone_root
-    from .casefile import CASES_FILE
+    from course_exercises.check import clone_root
+    from course_exercises.casefile import CASES_FILE
     from .grader import cases_notebooks
 
     root = clone_root()

@@ -258,7 +258,7 @@ def _mount_points() -> list[str]:
 
 def _package_writable(read_only_failed: list[str]) -> list[str]:
     """The failed read-only remounts (``"point: reason"``) whose mount holds the course package."""
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    package = os.path.dirname(os.path.abspath(__file__))
     found = []
     for entry in read_only_failed:
         point = entry.rsplit(": ", 1)[0].rstrip("/") or "/"
@@ -631,7 +631,7 @@ def _run_unit(command: dict, spec, work: str, cases: list, notebooks: dict, cour
     send its status, put the unit's stand-ins in place and run the unit's cases."""
     import numpy as np
 
-    from course_lib.grading.extract import SubmissionError, install_standins, load_submission
+    from course_exercises.extract import SubmissionError, install_standins, load_submission
 
     chapter = command["run"]
     ns, load_error, status, notes = None, None, "ok", []
@@ -723,7 +723,7 @@ def _serve(spec, work: str, channel: Channel) -> None:
     import torch
 
     torch.set_num_threads(1)
-    import course_lib.grading.extract  # noqa: F401 - imported before "ready": not on the first chapter's clock
+    import course_exercises.extract  # noqa: F401 - imported before "ready": not on the first chapter's clock
 
     try:
         from IPython.core.inputtransformer2 import TransformerManager  # noqa: F401
@@ -759,7 +759,7 @@ def _probe(spec, report: dict, channel: Channel) -> None:
     sys.path[:0] = list(spec.sys_path)
     import numpy  # noqa: F401
 
-    import course_lib.grading.extract  # noqa: F401
+    import course_exercises.extract  # noqa: F401
 
     torch_spec = importlib.util.find_spec("torch")
     if torch_spec is None or torch_spec.origin is None:

@@ -60,10 +60,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from .grading.casefile import CASES_FILE
-from .grading.compare import unearned_passes
-from .grading.cli import prog_name
-from .grading.extract import code_cell_numbers, rename_cells
+from .casefile import CASES_FILE
+from .compare import unearned_passes
+from course_grader.cli import prog_name
+from .extract import code_cell_numbers, rename_cells
 
 __all__ = ["clone_root", "repository_root", "load_cases", "resolve_chapters", "default_notebooks", "is_exercise_notebook", "chapter_functions", "split_targets",
            "run_checks", "format_report", "drawn_case_ids",
@@ -218,8 +218,8 @@ def static_warnings(chapters: list[str], notebooks: Path, cases: ModuleType) -> 
     and :func:`course_lib.grading.static_checks.check_source`; a notebook that
     cannot be read gives no warning here (the tests report it).
     """
-    from course_lib.grading.extract import SubmissionError, extract_source
-    from course_lib.grading.static_checks import check_source
+    from .extract import SubmissionError, extract_source
+    from .static_checks import check_source
 
     lines: list[str] = []
     for chapter in chapters or list(cases.NOTEBOOKS):
@@ -327,7 +327,7 @@ def _run_runner(chapters: list[str], notebooks: Path, timeout_s: float, case_tim
     with tempfile.TemporaryDirectory(prefix="course-check-") as tmp:
         report = Path(tmp) / "results.jsonl"
         cmd = [
-            sys.executable, "-m", "course_lib.check_runner", "--notebooks", str(Path(notebooks).resolve()),
+            sys.executable, "-m", "course_exercises.check_runner", "--notebooks", str(Path(notebooks).resolve()),
             "--results", str(report), "--case-timeout", f"{case_timeout_s:g}",
         ]
         for chapter in chapters:
@@ -548,7 +548,7 @@ def usage_error(message: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m course_lib.check``; returns the exit code (0, or 2 for a usage error)."""
     parser = argparse.ArgumentParser(
-        prog=prog_name("course-check", "course_lib.check"),
+        prog=prog_name("course-check", "course_exercises.check"),
         description="Check your exercise notebooks (save them first!) and print your score per exercise.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__import__('course_lib').__version__}")

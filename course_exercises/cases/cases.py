@@ -360,7 +360,7 @@ def compare(case: Case, produced: Arrays, expected: Arrays) -> str | None:
         or values, and the case's hint.
     """
     # imported here, so that the student copy of this file (which drops this function) does not import it
-    from course_lib.grading.compare import compare_arrays
+    from course_exercises.compare import compare_arrays
 
     head = f"Exercise {case.exercise} ({case.function}), case {case.id}"
     if not isinstance(produced, dict):

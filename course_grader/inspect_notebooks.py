@@ -46,9 +46,9 @@ from os import PathLike
 from pathlib import Path
 from typing import Callable, Mapping
 
-from .extract import (SubmissionError, assemble_source, number_code_cells, code_cells, extract_cells, read_notebook,
+from course_exercises.extract import (SubmissionError, assemble_source, number_code_cells, code_cells, extract_cells, read_notebook,
                       rename_cells_with)
-from .static_checks import ADVISORY, check_source
+from course_exercises.static_checks import ADVISORY, check_source
 
 __all__ = ["ChapterInspection", "inspect_notebooks", "rename_cells_with"]
 
@@ -69,7 +69,7 @@ _BOOTSTRAP = (
     "with open(sys.argv[1], encoding='utf-8') as f:\n"
     "    request = json.load(f)\n"
     "sys.path += request['sys_path']\n"
-    "from course_lib.grading.inspect_notebooks import _child_main\n"
+    "from course_grader.inspect_notebooks import _child_main\n"
     "_child_main(request, sys.argv[2])\n"
 )
 
@@ -171,7 +171,7 @@ def _run_child(tmp: Path, notebooks: Mapping[str, str | PathLike[str]], exercise
 
 def _child_sys_path() -> list[str]:
     """The folders the inspector may import from: the course, and IPython's (found without importing it)."""
-    paths = [str(Path(__file__).resolve().parents[2])]
+    paths = [str(Path(__file__).resolve().parents[1])]
     try:
         spec = importlib.util.find_spec("IPython")
     except (ImportError, ValueError):
