@@ -33,7 +33,7 @@ import unicodedata
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-OUT = REPO / "course_lib" / "fonts" / "NotoSansSC-Regular-subset.ttf"
+OUT = REPO / "course_book" / "fonts" / "NotoSansSC-Regular-subset.ttf"
 CHECKPOINT = REPO / "checkpoints" / "en-zh.pt"
 # NotoSansSC_400Regular.ttf of @expo-google-fonts/noto-sans-sc 0.4.3 (Google Fonts v40, font version 2.004).
 INPUT_SHA256 = "d45f67f0a7c0ca3f256950777ce6a61cc7ce5f9696d02900cbbaac25f8aa7d16"

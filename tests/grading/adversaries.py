@@ -88,7 +88,7 @@ def _packaged_cases():
     except BaseException as exc:
         _PROBE.append(f"read: {type(exc).__name__}")
     for path in sys.path:  # any other copy of the package on the import paths (a clone + site-packages)
-        other = os.path.join(path, "course_lib", "exercise_cases", "cases.py")
+        other = os.path.join(path, "course_exercises", "cases", "cases.py")
         if source is None and os.path.realpath(os.path.dirname(other)) != os.path.realpath(folder):
             try:
                 with open(other, encoding="utf-8") as fh:

@@ -123,7 +123,7 @@ def _written_into_out() -> set[str]:
     """Names the grader writes directly into --out, read from its source (``out_dir / "name"``)."""
     names = set()
     for module in ("cli.py", "report.py", "grader.py"):
-        text = (ROOT / "course_lib" / "grading" / module).read_text(encoding="utf-8")
+        text = (ROOT / "course_grader" / module).read_text(encoding="utf-8")
         names.update(re.findall(r"out_dir\s*/\s*[\"']([^\"']+)[\"']", text))
     return names
 

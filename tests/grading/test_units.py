@@ -407,7 +407,7 @@ def test_seccomp_filter_denies_kernel_keyrings():
     nrs = {"x86_64": (248, 250), "aarch64": (217, 219)}[platform.machine()]
     code = f"""
 import ctypes, os, subprocess, sys
-sys.path.insert(0, {str(Path(__file__).resolve().parents[2] / "course_lib" / "grading")!r})
+sys.path.insert(0, {str(Path(__file__).resolve().parents[2] / "course_grader")!r})
 import child
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl(38, 1, 0, 0, 0)
@@ -448,20 +448,23 @@ def test_hidden_always_covers_the_packaged_cases(tmp_path):
         assert str(CASES_DIR.parent) not in hidden and str(CASES_DIR.parent.parent) not in hidden
     assert str(other.parent) in hidden_paths(_config(tmp_path, cases_files=[other]))
     # A clone beside an installed package (Gradescope: `pip install .`, then grading in the clone): its own
-    # course_lib - with exercise_cases/ - is covered too, since the child imports the installed one.
+    # course_exercises - with cases/ - is covered too, since the child imports the installed one.
     clone = tmp_path / "clone"
-    for sub in ("course_exercises/cases", "solutions", "exercises", "tests"):
+    for sub in ("course_lib", "course_exercises/cases", "solutions", "exercises", "tests"):
         (clone / sub).mkdir(parents=True)
     hidden = hidden_paths(_config(tmp_path, course_root=clone))
-    for sub in ("course_lib", "solutions", "exercises", "tests"):
+    for sub in ("course_exercises", "solutions", "exercises", "tests"):
         assert str(clone / sub) in hidden, sub
-    # The clone that holds the imported package keeps its course_lib visible, less exercise_cases/.
+    # The clone that holds the imported packages keeps them visible, less course_exercises/cases/.
     from course_exercises.check import clone_root
 
     here = clone_root()
-    if here is not None and (here / "course_lib").resolve() == CASES_DIR.parent:
+    if here is not None and (here / "course_exercises").resolve() == CASES_DIR.parent:
         hidden = hidden_paths(_config(tmp_path, course_root=here))
-        assert str(CASES_DIR) in hidden and str(here / "course_lib") not in hidden
+        assert str(CASES_DIR) in hidden
+        for package in ("course_lib", "course_exercises", "course_grader"):
+            assert str(here / package) not in hidden, package
+        assert str(here / "course_book") in hidden and str(here / "exercise_sources") in hidden
         assert str(here / "solutions") in hidden and str(here / "tests") in hidden
 
 
@@ -542,7 +545,7 @@ def test_the_parent_keeps_expected_values_from_the_reference_run_only():
 def test_a_writable_mount_holding_the_package_stops_the_student_child():
     import importlib.util
 
-    path = Path(__file__).resolve().parents[2] / "course_lib" / "grading" / "child.py"
+    path = Path(__file__).resolve().parents[2] / "course_grader" / "child.py"
     spec = importlib.util.spec_from_file_location("grader_child_under_test", path)
     child_module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(child_module)  # by path, as the grader starts it; nothing added to sys.path

@@ -26,7 +26,7 @@ from fontTools.ttLib import TTFont
 from course_book import viz
 
 REPO = Path(__file__).resolve().parents[2]
-FONT = REPO / "course_lib" / "fonts" / "NotoSansSC-Regular-subset.ttf"
+FONT = REPO / "course_book" / "fonts" / "NotoSansSC-Regular-subset.ttf"
 REAL = os.environ.get("COURSE_LIB_DATA")
 
 
@@ -163,7 +163,7 @@ def test_the_font_file_is_the_documented_one():
 def test_the_font_travels_in_the_wheel():
     tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
     config = tomllib.loads((REPO / "pyproject.toml").read_text())
-    patterns = config["tool"]["setuptools"]["package-data"]["course_lib"]
+    patterns = config["tool"]["setuptools"]["package-data"]["course_book"]
     for name in ("NotoSansSC-Regular-subset.ttf", "OFL.txt", "README.md"):
         assert any(fnmatch.fnmatch(f"fonts/{name}", p) for p in patterns), name
 
