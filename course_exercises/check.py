@@ -62,10 +62,9 @@ from types import ModuleType
 
 from .casefile import CASES_FILE
 from .compare import unearned_passes
-from course_grader.cli import prog_name
 from .extract import code_cell_numbers, rename_cells
 
-__all__ = ["clone_root", "repository_root", "load_cases", "resolve_chapters", "default_notebooks", "is_exercise_notebook", "chapter_functions", "split_targets",
+__all__ = ["clone_root", "prog_name", "repository_root", "load_cases", "resolve_chapters", "default_notebooks", "is_exercise_notebook", "chapter_functions", "split_targets",
            "run_checks", "format_report", "drawn_case_ids",
            "code_cell_numbers", "rename_cells", "static_warnings", "copy_warnings", "main", "usage_error",
            "CaseResult", "CheckRun"]
@@ -94,6 +93,16 @@ def clone_root(cwd: str | os.PathLike[str] | None = None) -> Path | None:
         if _is_clone(folder):
             return folder
     return None
+
+
+def prog_name(script: str, module: str) -> str:
+    """The command's name as the user typed it: ``script`` (e.g. ``course-grade``) when ``sys.argv[0]`` is that
+    console script, else ``python -m module``."""
+    base = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    for suffix in (".exe", "-script.py"):  # the console scripts' names on Windows
+        if base.lower().endswith(suffix):
+            base = base[: -len(suffix)]
+    return script if base == script else f"python -m {module}"
 
 
 def repository_root() -> Path:

@@ -105,8 +105,8 @@ KEYWORD_BUILTINS: dict[str, tuple[tuple[str, str], ...]] = {
 _FILE_CALLS = {"open", "io.open", "os.open", "pathlib.Path", "pathlib.PosixPath", "numpy.load", "numpy.loadtxt",
                "numpy.fromfile", "numpy.genfromtxt", "torch.load", "json.load", "pickle.load", "os.listdir",
                "os.scandir", "os.walk", "glob.glob", "shutil.copy", "shutil.copyfile", "linecache.getlines",
-               "nbformat.read", "runpy.run_path", "course_lib.grading.extract.load_namespace",
-               "course_lib.grading.extract.extract_source", "builtins.open"}
+               "nbformat.read", "runpy.run_path", "course_exercises.extract.load_namespace",
+               "course_exercises.extract.extract_source", "builtins.open"}
 _PATHY = re.compile(r"^(~|/(home|root|work|tmp|etc|proc|usr|var|mnt|srv|opt|dev|sys|run|autograder|data|media|Users)(/|$)"
                     r"|/[\w.-]+/|[A-Za-z]:\\)|(^|[/\\])\.\.([/\\]|$)")
 _SOLUTIONS = re.compile(r"solutions?\b", re.I)

@@ -86,6 +86,8 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
+from course_exercises.check import prog_name
+
 __all__ = ["main", "build_parser", "prog_name", "write_run_files", "reference_message"]
 
 
@@ -100,16 +102,6 @@ def _chapters(values: list[str]) -> list[str]:
             if ch not in out:
                 out.append(ch)
     return out
-
-
-def prog_name(script: str, module: str) -> str:
-    """The command's name as the user typed it: ``script`` (e.g. ``course-grade``) when ``sys.argv[0]`` is that
-    console script, else ``python -m module``."""
-    base = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
-    for suffix in (".exe", "-script.py"):  # the console scripts' names on Windows
-        if base.lower().endswith(suffix):
-            base = base[: -len(suffix)]
-    return script if base == script else f"python -m {module}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -364,8 +356,8 @@ def main(argv: list[str] | None = None) -> int:
         limits = Limits(chapter_timeout_s=args.timeout, submission_timeout_s=sub_timeout, memory_mb=args.memory)
     except (argparse.ArgumentTypeError, ValueError) as exc:
         return fail(_option_names(str(exc)))
-    from course_exercises.check import clone_root
     from course_exercises.casefile import CASES_FILE
+    from course_exercises.check import clone_root
     from .grader import cases_notebooks
 
     root = clone_root()

@@ -184,10 +184,12 @@ def cases_notebooks(cases_files: list[Path]) -> dict[str, str]:
 
 
 def grader_fingerprint() -> str:
-    """SHA-256 over the grader's own source files (changes when the grader changes)."""
+    """SHA-256 over the grader's own source files and the case framework it shares with the checker
+    (``course_grader/*.py``, ``course_exercises/*.py``; changes when either changes)."""
     h = hashlib.sha256()
-    for p in sorted(Path(__file__).parent.glob("*.py")):
-        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    for folder in (Path(__file__).parent, CASES_DIR.parent):
+        for p in sorted(folder.glob("*.py")):
+            h.update(f"{folder.name}/{p.name}".encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()
 
 
