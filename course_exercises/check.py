@@ -47,6 +47,7 @@ Source: the exercise/grader contract, ``tests/exercises/CONTRACT.md``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -326,6 +327,28 @@ def drawn_case_ids(cases: ModuleType, wanted: list) -> set[str]:
     return out
 
 
+def _process_groups() -> bool:
+    """POSIX: the runner starts in a session of its own, so that one kill reaches whatever it started."""
+    return hasattr(os, "killpg") and hasattr(signal, "SIGKILL")
+
+
+def kill_process_tree(proc: subprocess.Popen) -> None:
+    """Kill ``proc`` and the processes it started, on Linux, macOS and Windows; waits for ``proc``.
+
+    POSIX: the process group that ``start_new_session`` gave it; Windows: ``taskkill /T``
+    (the tree of child processes); elsewhere the process alone.
+    """
+    if _process_groups():
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    elif os.name == "nt":  # pragma: no cover - Windows
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(["taskkill", "/F", "/T", "/PID", str(proc.pid)], capture_output=True, timeout=30)
+    with contextlib.suppress(OSError):
+        proc.kill()
+    proc.wait()
+
+
 def _run_runner(chapters: list[str], notebooks: Path, timeout_s: float, case_timeout_s: float,
                 by_id: dict[str, CaseResult], run: CheckRun | None = None) -> tuple[bool, int, str, list[str]]:
     """Run ``course_lib.check_runner`` on ``chapters`` (all when empty), filling ``by_id`` with the results.
@@ -346,7 +369,7 @@ def _run_runner(chapters: list[str], notebooks: Path, timeout_s: float, case_tim
         here = Path(__file__).resolve().parents[1]  # the folder holding this course_lib (a clone, or site-packages)
         if here.name not in ("site-packages", "dist-packages"):  # e.g. run from a clone without an install
             env["PYTHONPATH"] = os.pathsep.join([str(here), *filter(None, [env.get("PYTHONPATH")])])
-        popen_kwargs = {"start_new_session": True} if os.name == "posix" else {}
+        popen_kwargs = {"start_new_session": True} if _process_groups() else {}
         killed = False
         with open(Path(tmp) / "run.log", "w+", encoding="utf-8", errors="replace") as log:
             # cwd: an empty folder of ours (``-m`` puts it first on sys.path; nothing there can shadow a module)
@@ -357,11 +380,7 @@ def _run_runner(chapters: list[str], notebooks: Path, timeout_s: float, case_tim
                 proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
                 killed = True
-                if os.name == "posix":
-                    os.killpg(proc.pid, signal.SIGKILL)
-                else:  # pragma: no cover
-                    proc.kill()
-                proc.wait()
+                kill_process_tree(proc)
             log.seek(0)
             log_tail = log.read()[-3000:]
         if report.is_file():

@@ -31,8 +31,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
-import signal
 import threading
 import traceback
 from pathlib import Path
@@ -53,22 +51,46 @@ class CaseTimeout(BaseException):
 
 @contextlib.contextmanager
 def time_limit(seconds: float):
-    """Raise :class:`CaseTimeout` in the main thread after ``seconds`` (no limit when 0 or not possible here)."""
-    usable = seconds > 0 and os.name == "posix" and threading.current_thread() is threading.main_thread()
-    if not usable:
+    """Raise :class:`CaseTimeout` in the calling thread after ``seconds`` (no limit when 0).
+
+    The same on Linux, macOS and Windows (no ``SIGALRM``): a watchdog thread asks the
+    interpreter to raise the exception in this thread (``PyThreadState_SetAsyncExc``),
+    which happens between two Python instructions. An endless Python loop stops; one
+    long call into C (a single huge tensor operation) finishes first, and the check
+    command's limit on the whole run (it kills the process) is the backstop.
+    """
+    if seconds <= 0:
         yield
         return
+    target = threading.get_ident()
+    lock = threading.Lock()
+    state = {"armed": True, "fired": False}
 
-    def on_alarm(signum, frame):
-        raise CaseTimeout()
+    def fire() -> None:
+        with lock:
+            if state["armed"]:
+                state["fired"] = _raise_in_thread(target, CaseTimeout)
 
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    watchdog = threading.Timer(seconds, fire)
+    watchdog.daemon = True
+    watchdog.start()
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        watchdog.cancel()
+        with lock:
+            state["armed"] = False
+            if state["fired"]:
+                _raise_in_thread(target, None)  # withdraw it if it has not been raised yet
+
+
+def _raise_in_thread(thread_id: int, exception: type[BaseException] | None) -> bool:
+    """Schedule ``exception`` in the thread ``thread_id`` (``None``: withdraw a scheduled one); True if done."""
+    import ctypes
+
+    done = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id),
+                                                      None if exception is None else ctypes.py_object(exception))
+    return done == 1
 
 
 class NotebookLoader:
