@@ -1,17 +1,17 @@
-"""Grading tools of the course: notebook extraction, the grader, reports.
+"""course_grader: the instructor's autograder. **Linux only** (its sandbox is built from
+Linux namespaces, cgroups and a seccomp filter); on macOS or Windows grade in a Linux
+container or virtual machine (e.g. Docker, WSL 2). The student's side, ``course-check``,
+runs everywhere.
 
-* :mod:`course_lib.grading.extract` - read the graded code out of an exercise
-  notebook (top-level imports, function and class definitions and literal
-  constants, never demo statements) and load it as a fresh module;
-  :class:`~course_lib.grading.extract.SubmissionError` for unusable notebooks.
-* The instructor's grader, ``python -m course_lib.grading`` (modules ``cli``,
-  ``grader``, ``intake``, ``sandbox``, ``child``, ``compare``,
-  ``static_checks``, ``report``; each documents itself).
+* ``python -m course_grader`` / ``course-grade`` (:mod:`course_grader.cli`; the old name
+  ``python -m course_lib.grading`` forwards here);
+* :mod:`course_grader.grader` (the parent: references, comparison, grades),
+  :mod:`course_grader.sandbox` and :mod:`course_grader.child` (the isolated process that
+  runs a student's code), :mod:`course_grader.protocol` (their messages),
+  :mod:`course_grader.intake` (submissions), :mod:`course_grader.inspect_notebooks`,
+  :mod:`course_grader.report` (grades.csv, feedback, Gradescope results).
 
-The student's own check command is :mod:`course_lib.check`
-(``python -m course_lib.check 04``). The contract shared by the exercises,
-their tests and the grader is ``tests/exercises/CONTRACT.md``.
-
-Importing this package does no work and imports no submodule: import what you
-need, e.g. ``from course_lib.grading.extract import load_namespace``.
+The cases, the notebook extraction and the comparison it shares with the student's
+checker live in :mod:`course_exercises`. Design and threat model: ``SECURITY.md`` in
+this folder. Importing this package does no work and imports no submodule.
 """

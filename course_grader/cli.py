@@ -104,6 +104,12 @@ def _chapters(values: list[str]) -> list[str]:
     return out
 
 
+#: why the grader stops on another system (its entry says so before it does anything)
+LINUX_ONLY = ("the grader runs on Linux only (its sandbox is built from Linux namespaces, cgroups and seccomp): "
+              "grade in a Linux container or virtual machine (e.g. Docker, WSL 2). Students check their own work "
+              "with course-check, which runs on Linux, macOS and Windows.")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command's argument parser."""
     p = argparse.ArgumentParser(
@@ -336,6 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     run it as a process of its own.
     """
     args = build_parser().parse_args(argv)
+    if not sys.platform.startswith("linux"):
+        print(f"course-grade: error: {LINUX_ONLY}", file=sys.stderr)
+        return 2
     from .grader import (GradingConfig, ReferenceRunError, build_reference, grade_submission, grader_fingerprint,
                          invalid_result, new_work_base, previous_result, versions)
     from .intake import discover, submission_hash

@@ -139,3 +139,20 @@ def test_corrupt_solutions_notebook_is_named(tmp_path):
                       f"{str(sol.resolve())!r} (it must hold the solution notebooks as Jupyter saved them)"], \
         proc.stderr[-3000:]
     assert "Re-download" not in proc.stderr and "/reference-" not in proc.stderr
+
+
+@pytest.mark.parametrize("platform", ["win32", "darwin"])
+def test_the_grader_says_it_runs_on_linux_only(grade, monkeypatch, platform):
+    """On macOS or Windows the grader stops at its entry, before anything starts, and says where to grade."""
+    monkeypatch.setattr(sys, "platform", platform)
+    code, err = grade("--out", "out")
+    assert code == 2 and "Linux only" in _one_line(err) and "course-check" in err, err
+
+
+def test_the_old_module_name_forwards_to_the_grader():
+    """``python -m course_lib.grading`` (instructors' scripts, the README before 0.3) runs course_grader."""
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-m", "course_lib.grading", "--version"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.startswith("python -m course_grader "), (proc.stdout, proc.stderr)
