@@ -388,7 +388,7 @@ def _layer(records: Sequence[Mapping[str, Any]], controls: Sequence[Control], fi
 
 def explorer_bundle(chart, description: str) -> dict[str, Any]:
     """The MIME bundle of an explorer: Vega-Lite for notebooks, text, the HTML of the web book and
-    its Chinese version (``course_lib.i18n.BOOK_MIME_TYPE`` and ``MIME_TYPE``, which only the book renders).
+    its Chinese version (``course_book.i18n.BOOK_MIME_TYPE`` and ``MIME_TYPE``, which only the book renders).
 
     The HTML calls ``vegaEmbed`` from the page's own scripts (the book loads
     Vega from ``_static/vendor/vega/``; see ``book/_ext/page_assets.py``) and

@@ -16,7 +16,7 @@ works in both places the course is read:
 Write questions without TeX (JupyterLab does not typeset inside outputs): use
 Unicode (n², √d_k, ×) and ``<code>``. Example::
 
-    from course_lib.quiz import multiple_choice, numeric, answer, show_quiz
+    from course_book.quiz import multiple_choice, numeric, answer, show_quiz
     show_quiz([
         numeric("How many ... for n = 8?", value=64, feedback="Yes: 8 × 8.",
                 wrong=[(16, "That is 2n, not n².")]),
@@ -148,7 +148,7 @@ def quiz_bundles(questions: Sequence[dict[str, Any]], *, shuffle_answers: bool =
     """The two MIME bundles :func:`show_quiz` displays: (HTML for the book, JavaScript for Jupyter).
 
     The HTML bundle also holds the quiz in Chinese for the book's Chinese
-    edition (``course_lib.i18n``). The container's id is derived from the
+    edition (``course_book.i18n``). The container's id is derived from the
     questions (no random state), so re-running a chapter gives the same output.
     """
     from jupyterquiz.dynamic.loader import load_questions_script

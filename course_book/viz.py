@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 #: The Chinese font bundled with course_lib: a subset of Noto Sans SC Regular
-#: (SIL OFL 1.1; see course_lib/fonts/README.md for its characters and how it was made).
+#: (SIL OFL 1.1; see course_book/fonts/README.md for its characters and how it was made).
 CJK_FONT_FILE = Path(__file__).parent / "fonts" / "NotoSansSC-Regular-subset.ttf"
 
 
@@ -281,7 +281,7 @@ def use_cjk_font() -> str:
         if not CJK_FONT_FILE.is_file():
             raise FileNotFoundError(
                 f"the Chinese font of course_lib is missing: {path} "
-                "(reinstall the package; course_lib/fonts/README.md says how the file is made)"
+                "(reinstall the package; course_book/fonts/README.md says how the file is made)"
             )
         manager.addfont(path)
         entry = next(f for f in manager.ttflist if f.fname == path)

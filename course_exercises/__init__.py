@@ -7,7 +7,7 @@
 * :mod:`course_exercises.casefile` - the student copy of a cases file (every expected value removed);
 * :mod:`course_exercises.static_checks` - the advisory flags (delegation to a built-in, file reads);
 * :mod:`course_exercises.check`    - the student's check command (``course-check``,
-  ``python -m course_exercises.check``; ``python -m course_lib.check`` still forwards here),
+  ``python -m course_exercises.check``; ``python -m course_exercises.check`` still forwards here),
   which runs the cases in :mod:`course_exercises.check_runner`, a child process.
 
 It runs on Linux, macOS and Windows (no POSIX-only call: ``tests/exercises/test_portable.py``).

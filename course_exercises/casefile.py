@@ -22,7 +22,7 @@ Instructors writing an extra cases file: pass expected values only through
 ``expected=`` (or ``Case``'s 7th argument), and keep answers out of the data
 that ``produce`` reads.
 
-Design and threat model: ``course_lib/grading/SECURITY.md``.
+Design and threat model: ``course_grader/SECURITY.md``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 
 __all__ = ["student_copy", "STRIPPED_KEYWORDS", "KEPT_NAMES", "CASES_FILE", "CASES_DIR"]
 
-#: the course's cases registry, shipped in the package (``course_lib/exercise_cases/cases.py``); it holds
+#: the course's cases registry, shipped in the package (``course_exercises/cases/cases.py``); it holds
 #: every case's ``expected()``, so the grader covers its whole folder (:data:`CASES_DIR`, byte-code cache
 #: included) in the process that runs a student's code
 CASES_FILE = Path(__file__).resolve().parent / "cases" / "cases.py"

@@ -2,24 +2,24 @@
 
 Usage (``course-check`` is the same command, installed with the package)::
 
-    python -m course_lib.check              # every chapter
-    python -m course_lib.check 04           # chapter 4 only (also "4" or "04_attention")
-    python -m course_lib.check 04 05 --notebooks my_answers/
+    python -m course_exercises.check              # every chapter
+    python -m course_exercises.check 04           # chapter 4 only (also "4" or "04_attention")
+    python -m course_exercises.check 04 05 --notebooks my_answers/
     course-check my_answers/                # a folder of notebooks, from anywhere
     course-check my_answers/ 04 05
 
 The notebooks are read from the folder named on the command line (an argument
 that is a folder and not a chapter number) or ``--notebooks DIR``; by default
 from the current folder when it holds a notebook of the chapters checked (so
-``!python -m course_lib.check 04`` inside a notebook checks the notebooks next
+``!python -m course_exercises.check 04`` inside a notebook checks the notebooks next
 to it), else from ``./exercises/`` (so the command works from the root of a
 clone) - both relative to where the command runs, never a folder elsewhere.
 Otherwise it stops (exit 2) naming the folders it looked in and how to name
 another. The checker reads the *saved* notebook files: save first.
 
-The cases ship with the package (``course_lib/exercise_cases/cases.py``), so
+The cases ship with the package (``course_exercises/cases/cases.py``), so
 the command works from an installed package as from a clone, with the same
-points. It runs them in a separate process (:mod:`course_lib.check_runner`, so
+points. It runs them in a separate process (:mod:`course_exercises.check_runner`, so
 that a crash or an endless loop in the code being checked cannot take the
 checker down), collects one result per case, and prints per exercise the points
 earned out of the points possible, the total, and what to fix. The exit code is
@@ -36,7 +36,7 @@ is written as soon as the case ends, so a killed run keeps the points of the
 cases that finished.
 
 It also reads (never runs) the graded code with the grader's structural checks
-(:mod:`course_lib.grading.static_checks`) and prints a warning for each
+(:mod:`course_exercises.static_checks`) and prints a warning for each
 exercise that hands its work to the library it asks you to re-implement, and it
 warns when a copy of a notebook (``04_attention-Copy1.ipynb``) lies beside the
 file it checks.
@@ -129,7 +129,7 @@ def load_cases(path: str | os.PathLike[str] | None = None) -> ModuleType:
 
     Args:
         path: the file to load; default: the package's
-            ``course_lib/exercise_cases/cases.py`` (:data:`~course_lib.grading.casefile.CASES_FILE`).
+            ``course_exercises/cases/cases.py`` (:data:`~course_exercises.casefile.CASES_FILE`).
 
     Returns:
         the module, with ``CASES``, ``NOTEBOOKS``, ``EXERCISES``, ``compare`` ...
@@ -203,7 +203,8 @@ def is_exercise_notebook(path: Path, functions: list[str]) -> bool:
     except (OSError, ValueError, AttributeError, TypeError):
         return True
     defined = sum(f"def {f}(" in code for f in functions)
-    return "course_lib.check" in code or defined * 2 > len(functions)
+    runs_check = "course_exercises.check" in code or "course_lib.check" in code  # (the name in notebooks before 0.3)
+    return runs_check or defined * 2 > len(functions)
 
 
 _CHAPTER_WORD = re.compile(r"(?:ch(?:apter)?)?0*\d+", re.I)
@@ -224,8 +225,8 @@ def split_targets(args: list[str]) -> tuple[list[str], list[str]]:
 def static_warnings(chapters: list[str], notebooks: Path, cases: ModuleType) -> list[str]:
     """One warning line per structural flag of the grader (read only, never run) in the checked notebooks.
 
-    Uses :func:`course_lib.grading.extract.extract_source` (parses the notebook)
-    and :func:`course_lib.grading.static_checks.check_source`; a notebook that
+    Uses :func:`course_exercises.extract.extract_source` (parses the notebook)
+    and :func:`course_exercises.static_checks.check_source`; a notebook that
     cannot be read gives no warning here (the tests report it).
     """
     from .extract import SubmissionError, extract_source
@@ -351,7 +352,7 @@ def kill_process_tree(proc: subprocess.Popen) -> None:
 
 def _run_runner(chapters: list[str], notebooks: Path, timeout_s: float, case_timeout_s: float,
                 by_id: dict[str, CaseResult], run: CheckRun | None = None) -> tuple[bool, int, str, list[str]]:
-    """Run ``course_lib.check_runner`` on ``chapters`` (all when empty), filling ``by_id`` with the results.
+    """Run ``course_exercises.check_runner`` on ``chapters`` (all when empty), filling ``by_id`` with the results.
 
     Returns ``(killed, exit code, the end of its output, ids of the cases started)``.
     """
@@ -413,7 +414,7 @@ def run_checks(chapters: list[str], notebooks: Path, timeout_s: float | None = N
                case_timeout_s: float = DEFAULT_CASE_TIMEOUT_S) -> CheckRun:
     """Run the exercise cases of ``chapters`` (all when empty) on ``notebooks``.
 
-    The cases run in a child process (``python -m course_lib.check_runner``)
+    The cases run in a child process (``python -m course_exercises.check_runner``)
     in its own process group. Each case may run
     the student's code for ``case_timeout_s`` seconds (0 = no limit); the child
     is killed as a whole after ``timeout_s`` seconds (default: 120 s per
@@ -574,7 +575,7 @@ def usage_error(message: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m course_lib.check``; returns the exit code (0, or 2 for a usage error)."""
+    """Entry point of ``python -m course_exercises.check``; returns the exit code (0, or 2 for a usage error)."""
     parser = argparse.ArgumentParser(
         prog=prog_name("course-check", "course_exercises.check"),
         description="Check your exercise notebooks (save them first!) and print your score per exercise.",

@@ -1,16 +1,16 @@
 """Run the exercise cases on a folder of notebooks: the engine of the student's check command.
 
-:func:`run_case` runs one case of the registry (:mod:`course_lib.check`'s
+:func:`run_case` runs one case of the registry (:mod:`course_exercises.check`'s
 ``load_cases``) on the graded code of a notebook and says how it went; it is
-used by the check command's child process (``python -m course_lib.check_runner``,
-started by :func:`course_lib.check.run_checks`) and by the pytest tests of the
+used by the check command's child process (``python -m course_exercises.check_runner``,
+started by :func:`course_exercises.check.run_checks`) and by the pytest tests of the
 repository (``tests/exercises/test_exercises.py``), so that both give the same
 verdicts. Nothing here needs pytest or a clone of the course: it runs from an
 installed package.
 
 Command (a child process of ``course-check``; not meant to be run by hand)::
 
-    python -m course_lib.check_runner --notebooks DIR --results FILE
+    python -m course_exercises.check_runner --notebooks DIR --results FILE
         [--chapter NN ...] [--case-timeout SECONDS] [--expect-stubs]
 
 writes to ``FILE`` (emptied first), per chapter, one JSON line
@@ -97,8 +97,8 @@ class NotebookLoader:
     """The graded code of each chapter's notebook in ``folder``, loaded once per chapter.
 
     :meth:`get` returns the module made by
-    :func:`course_lib.grading.extract.load_submission`, or raises
-    :class:`~course_lib.grading.extract.SubmissionError` (every time, with the
+    :func:`course_exercises.extract.load_submission`, or raises
+    :class:`~course_exercises.extract.SubmissionError` (every time, with the
     same message and ``status``) when the notebook cannot be read at all.
     :meth:`notes` gives the cells that were skipped (a syntax error, a
     definition that raised), once per chapter, and :meth:`status` the
@@ -167,7 +167,7 @@ class NotebookLoader:
 
 
 def rename_cells(text: str, notebook: Path) -> str:
-    """:func:`course_lib.grading.extract.rename_cells` (imported late: this module loads fast)."""
+    """:func:`course_exercises.extract.rename_cells` (imported late: this module loads fast)."""
     from .extract import rename_cells as rename
 
     return rename(text, notebook)
@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the cases of the chosen chapters on ``--notebooks``, writing one JSON line per case to ``--results``."""
     from .check import load_cases
 
-    parser = argparse.ArgumentParser(prog="python -m course_lib.check_runner",
+    parser = argparse.ArgumentParser(prog="python -m course_exercises.check_runner",
                                      description="The check command's child process (see course-check).")
     parser.add_argument("--notebooks", required=True, type=Path, metavar="DIR")
     parser.add_argument("--results", required=True, type=Path, metavar="FILE")

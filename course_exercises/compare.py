@@ -2,7 +2,7 @@
 
 Runs in the grader's parent, which never runs student code. Every array comes
 from the child's result message (base64 ``.npy`` bytes, see
-:mod:`course_lib.grading.child`) or from a file the grader wrote; it is
+:mod:`course_grader.child`) or from a file the grader wrote; it is
 checked to be a real ``.npy`` (not an ``.npz`` archive or a pickle), loaded
 with ``allow_pickle=False``, size-capped, and must be a plain ``float64``,
 ``int64`` or ``bool`` array. It is then compared with the reference array of

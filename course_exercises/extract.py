@@ -25,9 +25,9 @@ is linear in the size of the notebook.
 
 Beware: keeping a definition is not the same as not running code. Decorators,
 default argument values and class bodies run when the definition runs (see
-``course_lib/grading/SECURITY.md``); run untrusted submissions in a separate process.
+``course_grader/SECURITY.md``); run untrusted submissions in a separate process.
 
-Design and threat model: ``course_lib/grading/SECURITY.md``; the exercise/grader
+Design and threat model: ``course_grader/SECURITY.md``; the exercise/grader
 contract: ``tests/exercises/CONTRACT.md`` of the repository.
 """
 
@@ -191,7 +191,7 @@ def rename_cells_with(text: str, cell_numbers: Mapping[int, int]) -> str:
     """Rewrite every ``cell N`` in ``text`` as ``code cell M``, with ``cell_numbers`` (``{N: M}``).
 
     Pure: ``cell_numbers`` comes from :func:`code_cell_numbers` or from
-    :func:`course_lib.grading.inspect_notebooks.inspect_notebooks`, so that the
+    :func:`course_grader.inspect_notebooks.inspect_notebooks`, so that the
     caller need not read the notebook again. Numbers not in the mapping, and
     text already saying ``code cell``, are left unchanged.
     """
@@ -453,7 +453,7 @@ def extract_cells_noting(path: Path, cells: list[tuple[int, str]]
 
 def assemble_source(path: Path, futures: list[str], chunks: list[Chunk]) -> tuple[str, list[tuple[int, int]]]:
     """Join the chunks; also return, per line of the result, ``(cell, line in cell)`` (0, 0 for headers)."""
-    out: list[str] = [f"# Graded code extracted from {path.name} by course_lib.grading.extract"]
+    out: list[str] = [f"# Graded code extracted from {path.name} by course_exercises.extract"]
     where: list[tuple[int, int]] = [(0, 0)]
     for text in futures:
         out.append(text)

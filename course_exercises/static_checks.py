@@ -1,8 +1,8 @@
 """Structural checks of a submission's graded code, by reading it (``ast``), never running it.
 
-Run on the source that :func:`course_lib.grading.extract.extract_source` keeps
+Run on the source that :func:`course_exercises.extract.extract_source` keeps
 from a notebook (in the grader, inside the bounded subprocess of
-:mod:`course_lib.grading.inspect_notebooks`). They produce *flags* for the
+:mod:`course_grader.inspect_notebooks`). They produce *flags* for the
 instructor - advisory, they never change a score, and each says so: the
 grader's guarantee is its sandbox, not this check.
 
@@ -30,7 +30,7 @@ grader's guarantee is its sandbox, not this check.
 The work is linear in the size of the source (references are resolved once,
 with memoisation), and at most :data:`MAX_FLAGS` flags are listed.
 
-Design and threat model (these checks are advisory): ``course_lib/grading/SECURITY.md``.
+Design and threat model (these checks are advisory): ``course_grader/SECURITY.md``.
 """
 
 from __future__ import annotations
@@ -563,7 +563,7 @@ def check_source(source: str, chapter: str, exercises: dict[str, str]) -> list[F
     """Flags for one notebook's extracted source.
 
     Args:
-        source: the output of :func:`~course_lib.grading.extract.extract_source`.
+        source: the output of :func:`~course_exercises.extract.extract_source`.
         chapter: two-digit chapter of the notebook.
         exercises: exercise number -> function name, for this chapter.
 

@@ -4,7 +4,7 @@ container or virtual machine (e.g. Docker, WSL 2). The student's side, ``course-
 runs everywhere.
 
 * ``python -m course_grader`` / ``course-grade`` (:mod:`course_grader.cli`; the old name
-  ``python -m course_lib.grading`` forwards here);
+  ``python -m course_grader`` forwards here);
 * :mod:`course_grader.grader` (the parent: references, comparison, grades),
   :mod:`course_grader.sandbox` and :mod:`course_grader.child` (the isolated process that
   runs a student's code), :mod:`course_grader.protocol` (their messages),

@@ -1,4 +1,4 @@
-"""``python -m course_lib.grading``: the instructor's grader (see :mod:`course_lib.grading.cli`)."""
+"""``python -m course_grader``: the instructor's grader (see :mod:`course_grader.cli`)."""
 
 from course_grader.cli import main
 

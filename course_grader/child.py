@@ -2,7 +2,7 @@
 
 This file is run by the grader as a *script*, never imported by the parent::
 
-    python -I -S -B .../course_lib/grading/child.py spec-N.json
+    python -I -S -B .../course_grader/child.py spec-N.json
 
 ``-I`` (isolated: no current directory or script directory on ``sys.path``, no
 ``PYTHON*`` variables, no user site), ``-S`` (no ``site``: no ``.pth`` file
@@ -12,7 +12,7 @@ parent lists in the spec, so a student's ``torch.py`` can never shadow a module.
 Threat model: once a student's notebook is loaded, the student's code controls
 this whole process. So this process holds nothing worth stealing - no expected
 value and no reference code: the cases file it loads is the *student copy* made
-by :mod:`course_lib.grading.casefile` (every ``expected`` removed), and the
+by :mod:`course_exercises.casefile` (every ``expected`` removed), and the
 random inputs of each case arrive as data (``inputs-NN.npz``, drawn by the
 trusted reference run from a salt this process never sees). Whatever it sends
 back is compared by the parent with the reference for exactly those inputs:
@@ -20,7 +20,7 @@ forging a result means solving the exercise.
 
 What the child does, in order:
 
-1. reads its request (a :class:`~course_lib.grading.protocol.ChildRequest`
+1. reads its request (a :class:`~course_grader.protocol.ChildRequest`
    written by the parent, refused when of another protocol version) and
    changes into the work folder;
 2. as root of fresh namespaces: covers the solutions, the output folder, the
@@ -34,7 +34,7 @@ What the child does, in order:
    *nobody*, or every capability inside a user namespace; ``no_new_privs``);
 4. loads the cases, sends ``{"ready": ...}`` on the result channel and waits
    for commands on the command channel: each runs one *unit* of a chapter
-   (:func:`~course_lib.grading.protocol.run_command`: the case ids, and the
+   (:func:`~course_grader.protocol.run_command`: the case ids, and the
    course's stand-ins for the functions of other exercises that these cases
    call) - loads the notebook afresh (a cell that does not parse, or whose
    definitions raise, is skipped), sends ``{"notebook": NN, "status": ...,
@@ -50,7 +50,7 @@ gets a secret salt: it draws each case's inputs from it (redrawing until the
 case's ``robust()`` holds and the solution agrees with ``expected()``), and
 sends the inputs, the solution's arrays and the expected arrays.
 
-Design and threat model: ``course_lib/grading/SECURITY.md``.
+Design and threat model: ``course_grader/SECURITY.md``.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ __all__ = ["main", "isolate", "deny_keyrings", "as_plain_arrays", "Channel", "MA
 MAX_DRAWS = 200
 #: the largest result array sent for one key (the cases' answers are a few KiB)
 MAX_RESULT_BYTES = 512 << 10
-#: :mod:`course_lib.grading.protocol`, loaded by path from beside this file by :func:`main` (before any
+#: :mod:`course_grader.protocol`, loaded by path from beside this file by :func:`main` (before any
 #: import path is set up): the request's fields and the messages' shapes
 PROTOCOL = None
 
@@ -389,7 +389,7 @@ def deny_keyrings() -> bool:
 
 
 def isolate(spec) -> dict:
-    """Steps 2 and 3 of the module docstring for ``spec`` (a :class:`~course_lib.grading.protocol.ChildRequest`);
+    """Steps 2 and 3 of the module docstring for ``spec`` (a :class:`~course_grader.protocol.ChildRequest`);
     returns what was done (for the probe's report)."""
     report: dict = {"hidden_failed": [], "cover_failed": [], "scratch": [], "read_only_failed": [], "errors": []}
     if spec.expose:
@@ -627,7 +627,7 @@ def _case_meta(case) -> dict:
 
 
 def _run_unit(command: dict, spec, work: str, cases: list, notebooks: dict, course, channel: Channel) -> None:
-    """Run one unit (:func:`~course_lib.grading.protocol.run_command`): load the chapter's notebook afresh,
+    """Run one unit (:func:`~course_grader.protocol.run_command`): load the chapter's notebook afresh,
     send its status, put the unit's stand-ins in place and run the unit's cases."""
     import numpy as np
 
@@ -688,7 +688,7 @@ def _named_code(obj) -> set:
 
 
 def _leaking_copies(paths: list[str], cases: list) -> list[str]:
-    """The student copies (:mod:`course_lib.grading.casefile`) that still hold an expected value, a robustness
+    """The student copies (:mod:`course_exercises.casefile`) that still hold an expected value, a robustness
     check, a stand-in's source, or a function the full cases use as one (e.g. passed to ``Case`` through a helper)."""
     import types
 
@@ -783,7 +783,7 @@ def _probe(spec, report: dict, channel: Channel) -> None:
 
 
 def _read_request(path: str):
-    """The parent's :class:`~course_lib.grading.protocol.ChildRequest`; exits with a clear error when it is of
+    """The parent's :class:`~course_grader.protocol.ChildRequest`; exits with a clear error when it is of
     another protocol version or malformed (nothing has run yet)."""
     global PROTOCOL
     PROTOCOL = _load_module("course_grader_protocol", os.path.join(os.path.dirname(os.path.abspath(__file__)),

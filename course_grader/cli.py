@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m course_lib.grading SUBMISSIONS [SUBMISSIONS ...] --out DIR
+    python -m course_grader SUBMISSIONS [SUBMISSIONS ...] --out DIR
         [--jobs N] [--timeout SECONDS] [--submission-timeout SECONDS] [--memory MB]
         [--chapters 04 05 ...] [--extra-tests PATH ...] [--force]
         [--single [--student ID]] [--solutions DIR] [--cases PATH] [--reference MANIFEST]
@@ -18,11 +18,11 @@ a ``.zip`` (a ``.tar.gz``, a single file, a name starting with a dot ...) as
 an ``invalid submission`` saying what to submit instead; only operating-system
 litter (``.DS_Store``, ``__MACOSX`` ...) is skipped, with a note on stderr.
 Student ids are made file-name safe and unique (see
-:func:`course_lib.grading.intake.discover`); ``grades.csv`` (column
+:func:`course_grader.intake.discover`); ``grades.csv`` (column
 ``source``) and ``summary.json`` (``sources``) map each id to the name it was
 made from.
 
-Reports go to ``DIR`` (see :mod:`course_lib.grading.report`): ``grades.csv``,
+Reports go to ``DIR`` (see :mod:`course_grader.report`): ``grades.csv``,
 ``summary.json``, and per student ``results.json`` (Gradescope),
 ``feedback.md`` and ``grade.json``; the reference arrays and their manifest go
 to ``DIR/_reference/``. ``DIR`` must be a folder (or not exist yet) and must
@@ -45,18 +45,18 @@ replaces them.
 
 ``--solutions DIR``: the folder of the reference notebooks (``NN_topic.ipynb``
 for every chapter graded); default: ``solutions/`` of the course repository the
-command runs from (see :func:`course_lib.check.clone_root`). Outside a clone it
+command runs from (see :func:`course_exercises.check.clone_root`). Outside a clone it
 must be given. The cases come from the package
-(``course_lib/exercise_cases/cases.py``; ``--cases PATH`` for another copy), so
+(``course_exercises/cases/cases.py``; ``--cases PATH`` for another copy), so
 an installed package grades as a clone does.
 
 ``--extra-tests PATH``: a Python file with the same registry format as
-the course's ``course_lib/exercise_cases/cases.py`` - a list ``CASES`` of objects with ``id``,
+the course's ``course_exercises/cases/cases.py`` - a list ``CASES`` of objects with ``id``,
 ``chapter``, ``exercise``, ``points``, ``requires``, ``produce``,
 ``expected``, ``rtol``, ``atol``, ``hint`` (optionally ``robust``) - and
 optionally a literal ``NOTEBOOKS`` dict for new chapters. The trusted reference
 run uses it as written; the student's process gets its *student copy*
-(:mod:`course_lib.grading.casefile`): every ``expected=`` / ``robust=`` argument
+(:mod:`course_exercises.casefile`): every ``expected=`` / ``robust=`` argument
 becomes ``None`` and what only they used is dropped, so pass answers only
 through them. The course's cases module is importable there as
 ``course_exercise_cases`` (e.g. ``from course_exercise_cases import Case,
@@ -68,7 +68,7 @@ Exit status: 0 when every submission has its row (whatever the students'
 scores), 2 for a usage or reference error (bad option, missing or failing
 solutions), 1 for an unexpected error of the grader.
 
-Design and threat model: ``course_lib/grading/SECURITY.md``.
+Design and threat model: ``course_grader/SECURITY.md``.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folder of the reference notebooks, NN_topic.ipynb for each chapter graded (default: "
                         "solutions/ of the course repository you run this from; required outside a clone)")
     p.add_argument("--cases", type=Path, default=None, metavar="PATH",
-                   help="the course's cases registry (default: the package's course_lib/exercise_cases/cases.py)")
+                   help="the course's cases registry (default: the package's course_exercises/cases/cases.py)")
     p.add_argument("--reference", type=Path, default=None, metavar="MANIFEST",
                    help="reuse this reference manifest.json and its drawn inputs (it must match the solutions, "
                         "cases and grader); without it every run draws new inputs")
@@ -152,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-#: the options mapped onto fields of :class:`~course_lib.grading.sandbox.Limits`
+#: the options mapped onto fields of :class:`~course_grader.sandbox.Limits`
 _LIMIT_OPTIONS = {"chapter_timeout_s": "--timeout", "submission_timeout_s": "--submission-timeout",
                   "memory_mb": "--memory"}
 
@@ -216,7 +216,7 @@ _PROBLEM_START = re.compile(r"^  (?:[0-9A-Za-z][0-9A-Za-z._-]*(?:/[0-9A-Za-z_.-]
 
 
 def reference_message(message: str, solutions: Path) -> str:
-    """A reference error (:class:`~course_lib.grading.grader.ReferenceRunError`) as the instructor should read it.
+    """A reference error (:class:`~course_grader.grader.ReferenceRunError`) as the instructor should read it.
 
     The reference run reads copies of the ``--solutions`` notebooks in a temporary work folder, and its notebook
     errors are worded for students. Here the copies' paths become the real ``--solutions`` paths; and a problem
@@ -273,7 +273,7 @@ def write_run_files(out_dir: Path, subs, results, exercises: list[str], summary:
 
     ``grades.csv`` gets a ``source`` column and ``summary`` a ``"sources"`` key:
     student id -> the folder/file name the id was made from
-    (:attr:`~course_lib.grading.intake.Submission.source`); ``earlier_sources`` gives it for the rows of
+    (:attr:`~course_grader.intake.Submission.source`); ``earlier_sources`` gives it for the rows of
     students graded before and missing now.
     """
     from .report import atomic_write, grades_csv
@@ -338,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the grading command; returns the exit status (see the module docstring).
 
     Note: makes the current process a child subreaper and kills any child
-    process it did not start (see :class:`~course_lib.grading.sandbox.Supervisor`);
+    process it did not start (see :class:`~course_grader.sandbox.Supervisor`);
     run it as a process of its own.
     """
     args = build_parser().parse_args(argv)
@@ -517,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
         history = earlier.summary.get("history") if isinstance(earlier.summary.get("history"), list) else []
         earlier_sources = earlier.summary.get("sources") if isinstance(earlier.summary.get("sources"), dict) else {}
         summary = {
-            "grader": {"name": "course_lib.grading", "sha256": grader_fingerprint(),
+            "grader": {"name": "course_grader", "sha256": grader_fingerprint(),
                        "argv": [str(a) for a in (argv if argv is not None else sys.argv[1:])]},
             "versions": versions(),
             "child_versions": ref.manifest.get("child_versions", {}),

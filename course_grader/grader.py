@@ -1,6 +1,6 @@
 """The grading run: reference values from ``solutions/``, then every submission.
 
-This module is the parent side of the grader (see :mod:`course_lib.grading.cli`
+This module is the parent side of the grader (see :mod:`course_grader.cli`
 for the command). It never imports or runs student code - and does not even
 import torch: the cases run in children (:mod:`.child`), which only send arrays.
 
@@ -20,7 +20,7 @@ import torch: the cases run in children (:mod:`.child`), which only send arrays.
    on the parent's clock, with the reference for exactly those inputs
    (:mod:`.compare`).
 
-Design and threat model: ``course_lib/grading/SECURITY.md``; the exercise/grader contract
+Design and threat model: ``course_grader/SECURITY.md``; the exercise/grader contract
 (``tests/exercises/CONTRACT.md``).
 """
 
@@ -74,7 +74,7 @@ class GradingConfig:
             folder in it but the imported ``course_lib`` is hidden from the children.
         solutions_dir: the reference notebooks.
         cases_files: the course's ``cases.py`` (the package's
-            :data:`~course_lib.grading.casefile.CASES_FILE` unless ``--cases``) first, then
+            :data:`~course_exercises.casefile.CASES_FILE` unless ``--cases``) first, then
             ``--extra-tests`` modules.
         chapters: two-digit chapters to grade (empty: every chapter of the cases).
         limits: per-submission limits of the children.
@@ -552,7 +552,7 @@ CHILD_PACKAGES = ("course_lib", "course_exercises", "course_grader")
 
 def hidden_paths(config: GradingConfig) -> list[str]:
     """Paths the student's process must not see: solutions, reports, submissions, the folder of every
-    cases file - the package's own registry (:data:`~course_lib.grading.casefile.CASES_DIR`, which holds
+    cases file - the package's own registry (:data:`~course_exercises.casefile.CASES_DIR`, which holds
     every ``expected()``) always, in every copy of the package on the child's import paths: the child
     needs the rest of the package and site-packages for its imports -, and the repository's own folders
     and files other than the imported ``course_lib`` (its tests hold the notebooks' sources; an archive

@@ -9,11 +9,11 @@ files, ``RLIMIT_AS``/``RLIMIT_CPU`` set, killed at a wall-clock deadline; it
 imports neither torch nor the student's code) reads every notebook and returns,
 per chapter,
 
-* the structural flags of :func:`course_lib.grading.static_checks.check_source`
+* the structural flags of :func:`course_exercises.static_checks.check_source`
   (advisory, cell numbers already written as "code cell N");
 * the code-cell numbering, for :func:`rename_cells_with` on the messages of
   the sandboxed child, so that the parent never reads the notebook again;
-* the :class:`~course_lib.grading.extract.SubmissionError` message when the
+* the :class:`~course_exercises.extract.SubmissionError` message when the
   notebook cannot be read (hostile or broken JSON, a syntax error).
 
 Each chapter also has its own share of the time: a slow chapter gets a flag
@@ -104,7 +104,7 @@ def inspect_notebooks(notebooks: Mapping[str, str | PathLike[str]], exercises: M
     Args:
         notebooks: chapter -> path of its notebook (a relative path is taken from the current directory).
         exercises: chapter -> {exercise number: function name} (what
-            :func:`~course_lib.grading.static_checks.check_source` takes).
+            :func:`~course_exercises.static_checks.check_source` takes).
         timeout_s: wall-clock limit for the whole inspection; each chapter
             gets a share of it.
         memory_mb: address-space limit of the subprocess.

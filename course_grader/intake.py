@@ -18,7 +18,7 @@ size over the caps is skipped and reported (a *flag*); an archive with too
 many members, too large in total, or unreadable is an *invalid submission*.
 Folders are walked without following symbolic links.
 
-Design and threat model: ``course_lib/grading/SECURITY.md``.
+Design and threat model: ``course_grader/SECURITY.md``.
 """
 
 from __future__ import annotations

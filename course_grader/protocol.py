@@ -4,7 +4,7 @@ Down: the parent writes one :class:`ChildRequest` as ``spec-N.json`` in the
 child's work folder and passes its path on the child's command line; later
 commands are lines on the command pipe: one :func:`run_command` per *unit*
 (the cases of one chapter that run together, with the stand-ins they need;
-see :func:`course_lib.grading.sandbox.plan_units`), ``exit`` ends the child.
+see :func:`course_grader.sandbox.plan_units`), ``exit`` ends the child.
 Up: the child sends framed JSON messages on the result pipe
 (8 bytes of length, big-endian, then UTF-8 JSON), built by the functions
 below: :func:`ready_message` once, then per unit one :func:`notebook_message`,
@@ -63,7 +63,7 @@ class ChildRequest:
         stage_dir: a folder of the grader's where the child stages the paths it exposes to nobody.
         result_fd, command_fd: the child's ends of the result and command pipes.
         limits: resource limits (``as_bytes``, ``cpu_s``, ``fsize_bytes``, ``nofile``, ``nproc``,
-            ``stream_chars``; see :meth:`course_lib.grading.sandbox.Limits.rlimits`).
+            ``stream_chars``; see :meth:`course_grader.sandbox.Limits.rlimits`).
         hide: folders to cover with empty read-only tmpfs mounts.
         private_mounts: cover the host, private scratch ``/tmp``, read-only remounts (namespace sandboxes).
         scratch_mb: size of the private ``/tmp``.

@@ -36,7 +36,7 @@ Every file is written to a temporary file in the same folder, flushed to disk
 and moved into place with :func:`os.replace`, so a reader never sees half a
 report and a crash never leaves one.
 
-Design and threat model: ``course_lib/grading/SECURITY.md``.
+Design and threat model: ``course_grader/SECURITY.md``.
 """
 
 from __future__ import annotations
@@ -637,7 +637,7 @@ def feedback_markdown(r: StudentResult) -> str:
     lines += [*_table_rows(r, flagged), ""]
     if any(exercise_status(r, e) == "not attempted" for e in r.exercises_max):
         lines += ["Not attempted: the function still raises NotImplementedError (the stub); write it, then check it "
-                  "with `python -m course_lib.check NN`.", ""]
+                  "with `python -m course_exercises.check NN`.", ""]
     to_fix = [e for e in sorted(r.exercises_max, key=_exercise_key)
               if exercise_status(r, e) in ("partly", "failed")]
     if to_fix:

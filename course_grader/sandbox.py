@@ -1,7 +1,7 @@
 """Run untrusted code in a child process with limits, and always get control back.
 
 The grader's parent never runs student code. It starts the runner
-:mod:`course_lib.grading.child` as a separate process in a sandbox built from
+:mod:`course_grader.child` as a separate process in a sandbox built from
 the kernel's own mechanisms (see :func:`probe_sandbox`):
 
 * ``"namespaces"`` - the grader runs as root: ``unshare --mount --net --pid
@@ -33,7 +33,7 @@ child ends, its PID namespace (or cgroup) takes every process of the child
 with it, ``setsid`` ones included; the parent is also a *child subreaper* and
 sweeps strays.
 
-Design and threat model: ``course_lib/grading/SECURITY.md``.
+Design and threat model: ``course_grader/SECURITY.md``.
 """
 
 from __future__ import annotations
@@ -366,7 +366,7 @@ class Supervisor:
     current process a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``), so
     that an orphaned descendant of a child becomes a child of the grader and
     :meth:`sweep` can kill it. Because of this, run the grader as a process of
-    its own (``python -m course_lib.grading``): :meth:`sweep` kills every child
+    its own (``python -m course_grader``): :meth:`sweep` kills every child
     process of the current process that the supervisor did not start.
     """
 
@@ -633,7 +633,7 @@ class ChildSpec:
 
 def child_request(work: Path, spec: ChildSpec, *, info: SandboxInfo, limits: Limits, sys_path: list[str],
                   result_fd: int, command_fd: int) -> ChildRequest:
-    """The :class:`~course_lib.grading.protocol.ChildRequest` telling one child what to do and how to isolate itself."""
+    """The :class:`~course_grader.protocol.ChildRequest` telling one child what to do and how to isolate itself."""
     needed = needed_paths(sys_path)
     hide = [h for h in spec.hide if not _is_ancestor_or_same(h, str(work)) and not any(
         _is_ancestor_or_same(h, p) for p in needed)]

@@ -1,6 +1,6 @@
 """Build the exercise notebooks and their solutions from one source per chapter.
 
-Sources: ``tests/exercises/notebook_src/chNN.py``; each defines ``CHAPTER``
+Sources: ``exercise_sources/chNN.py``; each defines ``CHAPTER``
 (``"04"``), ``TITLE`` and ``CELLS``, a list of tuples:
 
 * ``("md", text)`` - a markdown cell;
@@ -14,16 +14,16 @@ Sources: ``tests/exercises/notebook_src/chNN.py``; each defines ``CHAPTER``
   still runs from top to bottom.
 
 Every notebook gets the same header (how to check) and, at the end, a check
-cell that runs ``python -m course_lib.check NN``.
+cell that runs ``python -m course_exercises.check NN``.
 
 Outputs: ``exercises/NN_topic.ipynb`` (not executed, no outputs) and
 ``solutions/NN_topic.ipynb`` (executed in ``solutions/``, outputs kept).
 
 Usage (from the repository root)::
 
-    python tests/exercises/build_notebooks.py            # all chapters
-    python tests/exercises/build_notebooks.py 04 05      # some chapters
-    python tests/exercises/build_notebooks.py --no-execute
+    python exercise_sources/build_notebooks.py            # all chapters
+    python exercise_sources/build_notebooks.py 04 05      # some chapters
+    python exercise_sources/build_notebooks.py --no-execute
 
 ``test_notebooks_match_sources`` in ``test_extract.py`` fails when a committed
 notebook no longer matches its source.
@@ -54,10 +54,10 @@ instructions, write the body of the function where it says
 terminal in the repository root:
 
 ```bash
-.venv/bin/python -m course_lib.check {chapter}    # this chapter; no argument = every chapter
+.venv/bin/python -m course_exercises.check {chapter}    # this chapter; no argument = every chapter
 ```
 
-(or `python -m course_lib.check {chapter}` once the course's environment is activated), or run the
+(or `python -m course_exercises.check {chapter}` once the course's environment is activated), or run the
 last cell of this notebook, which uses the notebook's own Python. The checker reads the **saved**
 notebook file, so **save the notebook first (Ctrl+S)**.
 
@@ -79,7 +79,7 @@ is in this window. Then run the cell below: it prints, for every exercise of thi
 chapter, the points earned out of the points possible, and what to fix.
 """
 
-CHECK_CODE = '!"{{sys.executable}}" -m course_lib.check {chapter}'
+CHECK_CODE = '!"{{sys.executable}}" -m course_exercises.check {chapter}'
 
 
 def load_source(chapter: str) -> dict:

@@ -3,7 +3,7 @@
 Each :class:`Case` checks one exercise on one deterministic input:
 
 * ``produce(ns)`` calls **only** the student's namespace ``ns`` (the module
-  returned by :func:`course_lib.grading.extract.load_namespace`) on seeded,
+  returned by :func:`course_exercises.extract.load_namespace`) on seeded,
   fixed-shape inputs and returns plain numpy arrays (float64 / int64 / bool).
   Behaviours are arrays too (``{"raised": np.array(True)}``).
 * ``expected()`` computes the same keys from independent sources: closed forms,
@@ -16,17 +16,17 @@ Inputs are built from ``torch.Generator`` seeds (no global random state) and
 are rebuilt for every call, so a student function that modifies its inputs in
 place cannot change the expected values.
 
-This file ships inside the package (``course_lib/exercise_cases/cases.py``),
+This file ships inside the package (``course_exercises/cases/cases.py``),
 so that the student's check command (``course-check``) and the instructor's
 grader (``course-grade``) work from an installed package as from a clone; the
 tests (``tests/exercises``) use the same file. It has no relative imports and
 does no work at import time beyond building the ``CASES`` list. Load it with
-:func:`course_lib.check.load_cases` (by path, as the module
-``course_exercise_cases``), never as ``course_lib.exercise_cases.cases``.
+:func:`course_exercises.check.load_cases` (by path, as the module
+``course_exercise_cases``), never as ``course_exercises.cases.cases``.
 
 The grader covers this whole folder in the sandbox of the process that runs a
 student's code (which gets only the *student copy*, see
-:mod:`course_lib.grading.casefile`): keep nothing else here.
+:mod:`course_exercises.casefile`): keep nothing else here.
 
 The contract between exercises, tests and grader is in
 ``tests/exercises/CONTRACT.md`` of the repository.
@@ -143,7 +143,7 @@ class Case:
             definition (the source, a ``_STANDIN_*`` constant of this file)
             in place of the student's, so that one mistake costs its own
             points only. Trusted side only: the student copy of this file
-            has ``None`` here (:mod:`course_lib.grading.casefile`), and the
+            has ``None`` here (:mod:`course_exercises.casefile`), and the
             grader's child gets the sources only once every case of the
             replaced exercise is closed.
     """
@@ -350,7 +350,7 @@ def _pair(result: object, what: str, names: tuple[str, str]) -> tuple[object, ob
 def compare(case: Case, produced: Arrays, expected: Arrays) -> str | None:
     """Compare a case's produced arrays with the expected ones.
 
-    Each key is compared by :func:`course_lib.grading.compare.compare_arrays`,
+    Each key is compared by :func:`course_exercises.compare.compare_arrays`,
     the grader's own comparator (one rule for both: see its docstring).
 
     Returns:

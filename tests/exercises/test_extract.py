@@ -230,10 +230,10 @@ def _call_stub(fn):
 
 @pytest.mark.parametrize("chapter", list(cases.NOTEBOOKS))
 def test_notebooks_match_their_sources(chapter):
-    """exercises/ and solutions/ are built from tests/exercises/notebook_src (build_notebooks.py)."""
+    """exercises/ and solutions/ are built from exercise_sources/chNN.py (exercise_sources/build_notebooks.py)."""
     import runpy
 
-    builder = runpy.run_path(str(Path(__file__).with_name("build_notebooks.py")))
+    builder = runpy.run_path(str(ROOT / "exercise_sources" / "build_notebooks.py"))
     ex_nb, sol_nb, name = builder["build"](chapter)
     assert name == cases.NOTEBOOKS[chapter]
     for built, folder in ((ex_nb, "exercises"), (sol_nb, "solutions")):
