@@ -203,7 +203,7 @@ def is_exercise_notebook(path: Path, functions: list[str]) -> bool:
     except (OSError, ValueError, AttributeError, TypeError):
         return True
     defined = sum(f"def {f}(" in code for f in functions)
-    runs_check = "course_exercises.check" in code or "course_lib.check" in code  # (the name in notebooks before 0.3)
+    runs_check = "course_exercises.check" in code or "course_lib.check" in code  # (the name in older notebooks)
     return runs_check or defined * 2 > len(functions)
 
 

@@ -150,7 +150,7 @@ def test_the_grader_says_it_runs_on_linux_only(grade, monkeypatch, platform):
 
 
 def test_the_old_module_name_forwards_to_the_grader():
-    """``python -m course_lib.grading`` (instructors' scripts, the README before 0.3) runs course_grader."""
+    """``python -m course_lib.grading`` (instructors' scripts, the README of earlier versions) runs course_grader."""
     import subprocess
 
     proc = subprocess.run([sys.executable, "-m", "course_lib.grading", "--version"], capture_output=True,
