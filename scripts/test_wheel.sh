@@ -46,9 +46,11 @@ step "built $(basename "$WHEEL")"
 import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 for need in ("course_exercises/cases/cases.py", "course_exercises/check_runner.py", "course_grader/child.py",
-             "course_book/fonts/NotoSansSC-Regular-subset.ttf", "course_book/fonts/OFL.txt"):
+             "course_book/fonts/NotoSansSC-Regular-subset.ttf", "course_book/fonts/OFL.txt",
+             "course_grader/SECURITY.md", "course_lib/check.py", "course_lib/grading/__main__.py"):
     assert need in names, f"the wheel lacks {need}"
-assert not [n for n in names if n.startswith(("tests/", "solutions/", "exercises/"))], "the wheel ships the repository"
+assert not [n for n in names if n.startswith(("tests/", "solutions/", "exercises/", "exercise_sources/"))], \
+    "the wheel ships the repository"
 EOF
 
 step "installing it in a fresh virtual environment"
@@ -92,6 +94,10 @@ if "$TMP/venv/bin/course-grade" subs --out "$TMP/none" > "$TMP/err.txt" 2>&1; th
   echo "course-grade without --solutions outside a clone succeeded"; exit 1
 fi
 grep -q -- "--solutions DIR" "$TMP/err.txt" || { cat "$TMP/err.txt"; exit 1; }
+step "the names of earlier versions forward (python -m course_lib.check / course_lib.grading)"
+for module in course_lib.check course_lib.grading; do
+  "$VPY" -m "$module" --version > "$TMP/err.txt" 2>&1 || { echo "python -m $module failed:"; cat "$TMP/err.txt"; exit 1; }
+done
 
 # Each command of the installed package runs beside the same command of the clone (2 cores).
 both() {  # both NAME WHEEL-COMMAND... -- CLONE-COMMAND...: run the two at once, logs in $TMP/NAME-{wheel,clone}.txt
