@@ -83,7 +83,7 @@ CHECK_CODE = '!"{{sys.executable}}" -m course_exercises.check {chapter}'
 
 
 def load_source(chapter: str) -> dict:
-    """Run ``notebook_src/chNN.py`` and return its globals (``CHAPTER``, ``TITLE``, ``NOTEBOOK``, ``CELLS``)."""
+    """Run ``exercise_sources/chNN.py`` and return its globals (``CHAPTER``, ``TITLE``, ``NOTEBOOK``, ``CELLS``)."""
     return runpy.run_path(str(SRC / f"ch{chapter}.py"))
 
 
