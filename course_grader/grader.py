@@ -71,7 +71,7 @@ class GradingConfig:
     Attributes:
         out_dir: the report folder (``--out``); never shown to a child.
         course_root: the course repository the command runs from (``None`` outside a clone); every
-            folder in it but the imported ``course_lib`` is hidden from the children.
+            folder in it but the imported packages (:data:`CHILD_PACKAGES`) is hidden from the children.
         solutions_dir: the reference notebooks.
         cases_files: the course's ``cases.py`` (the package's
             :data:`~course_exercises.casefile.CASES_FILE` unless ``--cases``) first, then
@@ -546,8 +546,9 @@ def _contains(folder: str, path: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-#: the packages the child imports (the learner's library, the case framework, the grader's child)
-CHILD_PACKAGES = ("course_lib", "course_exercises", "course_grader")
+#: the distribution's packages, which the child may import as the student's check command does (the learner's
+#: library, the book's helpers, the case framework less its cases/, the grader's child); nothing in them is secret
+CHILD_PACKAGES = ("course_lib", "course_book", "course_exercises", "course_grader")
 
 
 def hidden_paths(config: GradingConfig) -> list[str]:
@@ -555,7 +556,7 @@ def hidden_paths(config: GradingConfig) -> list[str]:
     cases file - the package's own registry (:data:`~course_exercises.casefile.CASES_DIR`, which holds
     every ``expected()``) always, in every copy of the package on the child's import paths: the child
     needs the rest of the package and site-packages for its imports -, and the repository's own folders
-    and files other than the imported ``course_lib`` (its tests hold the notebooks' sources; an archive
+    and files other than the imported packages (:data:`CHILD_PACKAGES`; exercise_sources/ holds the answers; an archive
     of the course may lie at its top)."""
     hide = [config.solutions_dir, config.out_dir, *config.hide, CASES_DIR]
     for path in child_sys_path():  # every other copy of the package on the child's import paths, too

@@ -462,9 +462,9 @@ def test_hidden_always_covers_the_packaged_cases(tmp_path):
     if here is not None and (here / "course_exercises").resolve() == CASES_DIR.parent:
         hidden = hidden_paths(_config(tmp_path, course_root=here))
         assert str(CASES_DIR) in hidden
-        for package in ("course_lib", "course_exercises", "course_grader"):
+        for package in ("course_lib", "course_book", "course_exercises", "course_grader"):
             assert str(here / package) not in hidden, package
-        assert str(here / "course_book") in hidden and str(here / "exercise_sources") in hidden
+        assert str(here / "exercise_sources") in hidden and str(here / "book") in hidden
         assert str(here / "solutions") in hidden and str(here / "tests") in hidden
 
 
