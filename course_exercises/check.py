@@ -65,7 +65,7 @@ from .casefile import CASES_FILE
 from .compare import unearned_passes
 from .extract import code_cell_numbers, rename_cells
 
-__all__ = ["clone_root", "prog_name", "repository_root", "load_cases", "resolve_chapters", "default_notebooks", "is_exercise_notebook", "chapter_functions", "split_targets",
+__all__ = ["clone_root", "prog_name", "kill_process_tree", "repository_root", "load_cases", "resolve_chapters", "default_notebooks", "is_exercise_notebook", "chapter_functions", "split_targets",
            "run_checks", "format_report", "drawn_case_ids",
            "code_cell_numbers", "rename_cells", "static_warnings", "copy_warnings", "main", "usage_error",
            "CaseResult", "CheckRun"]
@@ -415,7 +415,7 @@ def run_checks(chapters: list[str], notebooks: Path, timeout_s: float | None = N
     """Run the exercise cases of ``chapters`` (all when empty) on ``notebooks``.
 
     The cases run in a child process (``python -m course_exercises.check_runner``)
-    in its own process group. Each case may run
+    (in its own process group where the system has them; see :func:`kill_process_tree`). Each case may run
     the student's code for ``case_timeout_s`` seconds (0 = no limit); the child
     is killed as a whole after ``timeout_s`` seconds (default: 120 s per
     chapter checked). The child appends each case's result to a JSON-lines file

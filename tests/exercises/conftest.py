@@ -14,7 +14,7 @@ Options (see ``CONTRACT.md``):
   so that a run killed from outside keeps the results of the finished cases
   (the format of ``python -m course_exercises.check_runner``, which the check command runs);
 * ``--case-timeout SECONDS``: stop a case whose call into the student's code
-  runs longer than this (``SIGALRM``, POSIX main thread only; 0 = no limit,
+  runs longer than this (a watchdog thread, on every system; 0 = no limit,
   the default). The case fails with kind ``timeout``, and the remaining cases
   of the same exercise are not run (they time out too).
 
