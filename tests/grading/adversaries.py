@@ -72,10 +72,10 @@ import importlib
 import os
 import sys
 import types
-import course_lib
+import course_exercises
 _PROBE = []
 def _packaged_cases():
-    folder = os.path.join(os.path.dirname(os.path.abspath(course_lib.__file__)), "exercise_cases")
+    folder = os.path.join(os.path.dirname(os.path.abspath(course_exercises.__file__)), "cases")
     source = module = None
     try:
         _PROBE.append("listdir: " + ",".join(sorted(os.listdir(folder))))
