@@ -444,3 +444,19 @@ def test_a_held_pass_is_one_line_after_the_real_failures(tmp_path, capsys):
     real, _, held = fix.partition("\n  ~ ")
     assert "x 8.4-" in real and "8.4-drawn-tokens" in real and "inputs are fixed" not in real, fix
     assert "earn their points only once a case with drawn inputs" in held and "inputs are fixed" in held, fix
+
+
+def test_the_old_module_name_forwards_to_the_checker(tmp_path):
+    """``python -m course_lib.check`` (the last cell of notebooks saved from earlier versions) runs this command."""
+    import subprocess
+    import sys
+
+    import course_lib
+
+    proc = subprocess.run([sys.executable, "-m", "course_lib.check", "--version"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == f"python -m course_exercises.check {course_lib.__version__}", \
+        (proc.stdout, proc.stderr)
+    from course_lib import check as old
+
+    assert old.load_cases is check.load_cases and old.main is check.main  # old imports keep working
