@@ -47,7 +47,7 @@ import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 for need in ("course_exercises/cases/cases.py", "course_exercises/check_runner.py", "course_grader/child.py",
              "course_book/fonts/NotoSansSC-Regular-subset.ttf", "course_book/fonts/OFL.txt",
-             "course_grader/SECURITY.md", "course_lib/check.py", "course_lib/grading/__main__.py"):
+             "course_grader/SECURITY.md", "course_lib/check/__main__.py", "course_lib/grading.py"):
     assert need in names, f"the wheel lacks {need}"
 assert not [n for n in names if n.startswith(("tests/", "solutions/", "exercises/", "exercise_sources/"))], \
     "the wheel ships the repository"
