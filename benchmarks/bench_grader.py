@@ -3,7 +3,7 @@
 Builds 30 submissions in a temporary folder - 10 full (the solutions), 10
 partial (the solutions with every exercise of chapters 4, 6 and 9 replaced by
 its stub), 10 untouched stubs; half folders, half ``.zip`` files - and grades
-every chapter with ``python -m course_lib.grading ... --jobs 2``. Checks that
+every chapter with ``python -m course_grader ... --jobs 2``. Checks that
 every full submission earns the maximum, every stub 0, and every partial the
 same score, and measures:
 
@@ -75,7 +75,7 @@ def _fairness(base: Path, jobs: int) -> tuple[float, float]:
             nb["cells"].append({"cell_type": "code", "execution_count": None, "id": "spin", "metadata": {},
                                 "outputs": [], "source": SPINNERS})
             (subs / "a_spinner" / "06_feed_forward.ipynb").write_text(json.dumps(nb))
-        cmd = [sys.executable, "-m", "course_lib.grading", str(subs), "--out", str(out), "--jobs", str(jobs),
+        cmd = [sys.executable, "-m", "course_grader", str(subs), "--out", str(out), "--jobs", str(jobs),
                "--no-progress"]
         subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         times.append(json.loads((out / "honest" / "grade.json").read_text())["runtime"])
@@ -130,7 +130,7 @@ def main() -> None:
     shutil.rmtree(out, ignore_errors=True)
     subs.mkdir()
     kinds = _build(subs, args.submissions)
-    cmd = [sys.executable, "-m", "course_lib.grading", str(subs), "--out", str(out), "--jobs", str(args.jobs),
+    cmd = [sys.executable, "-m", "course_grader", str(subs), "--out", str(out), "--jobs", str(args.jobs),
            "--no-progress"]
     t0 = time.perf_counter()
     with open(base / "grader.log", "wb") as log:

@@ -6,7 +6,7 @@ notebook in headless Chromium, runs all cells, then
 
 1. checks that no cell ended in an error and none printed to stderr;
 2. checks that JupyterLab drew the explorer (a Vega-Lite chart with controls,
-   ``course_lib.explorers``);
+   ``course_book.explorers``);
 3. moves each of the first explorer's controls and checks that the chart's
    marks were redrawn each time (not only its caption);
 4. checks that Chinese text can be read: with the font stacks of the
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
             if dialogs:
                 failures.append(f"JupyterLab shows a dialog: {dialogs[0].text[:300]!r}")
             elif not charts:
-                failures.append("no explorer chart was drawn (a course_lib.explorers chart)")
+                failures.append("no explorer chart was drawn (a course_book.explorers chart)")
             else:
                 chart = charts[0]
                 browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", chart)

@@ -74,7 +74,7 @@ def _book_config(kind: str) -> dict:
         cfg["language"] = LANGUAGE
         cfg["locale_dirs"] = [str(LOCALES)]
         overrides = cfg.setdefault("nb_mime_priority_overrides", [])
-        from course_lib.i18n import MIME_TYPE
+        from course_book.i18n import MIME_TYPE
 
         overrides.append(["html", MIME_TYPE, 1])
         theme = cfg.setdefault("html_theme_options", {})
@@ -109,7 +109,7 @@ def extract(out: Path) -> Path:
         if out.exists():
             shutil.rmtree(out)
         shutil.copytree(build / "_build" / "gettext", out)
-    from course_lib.i18n import output_messages, write_pot
+    from course_book.i18n import output_messages, write_pot
 
     write_pot(output_messages(sorted((ROOT / "book").glob("*.ipynb"))), out / f"{OUTPUTS_DOMAIN}.pot")
     return out
@@ -126,7 +126,7 @@ def update() -> None:
 def check() -> int:
     """The drift gate: every current message has a translation that is not fuzzy, keeps the
     English's markup, and the notebooks' Chinese outputs were drawn with the current translations."""
-    from course_lib.i18n import Catalog, catalog_problems, stale_outputs
+    from course_book.i18n import Catalog, catalog_problems, stale_outputs
 
     with tempfile.TemporaryDirectory() as tmp:
         pot = extract(Path(tmp) / "gettext")

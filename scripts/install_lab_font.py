@@ -7,8 +7,8 @@ font: Chinese tokens, captions and printed sentences then show as empty boxes.
 This sets two options in the environment's Jupyter server configuration,
 ``<prefix>/etc/jupyter/jupyter_server_config.json`` (kept with any other
 settings it has; nothing in the user's home): JupyterLab's custom CSS on
-(``LabApp.custom_css``), and the server extension ``course_lib.jupyter_font``,
-which serves that CSS, ``course_lib/fonts/custom.css``, with the course's Noto
+(``LabApp.custom_css``), and the server extension ``course_book.jupyter_font``,
+which serves that CSS, ``course_book/fonts/custom.css``, with the course's Noto
 Sans SC subset beside it (a user's own ``~/.jupyter/custom/custom.css`` is then
 not used in this environment).
 
@@ -26,13 +26,13 @@ from pathlib import Path
 
 
 def lab_config() -> dict:
-    """The options: custom CSS on, and the extension that serves it from course_lib's font folder."""
-    from course_lib.jupyter_font import FONTS
+    """The options: custom CSS on, and the extension that serves it from course_book's font folder."""
+    from course_book.jupyter_font import FONTS
 
     for needed in ("custom.css", "NotoSansSC-Regular-subset.ttf"):
         if not (FONTS / needed).is_file():
-            raise FileNotFoundError(f"{FONTS / needed} is missing: reinstall course_lib")
-    return {"LabApp": {"custom_css": True}, "ServerApp": {"jpserver_extensions": {"course_lib.jupyter_font": True}}}
+            raise FileNotFoundError(f"{FONTS / needed} is missing: reinstall the course (pip install -e .)")
+    return {"LabApp": {"custom_css": True}, "ServerApp": {"jpserver_extensions": {"course_book.jupyter_font": True}}}
 
 
 def config_path(prefix: str = sys.prefix) -> Path:

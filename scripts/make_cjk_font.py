@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Make course_lib/fonts/NotoSansSC-Regular-subset.ttf, the Chinese font of the figures.
+"""Make course_book/fonts/NotoSansSC-Regular-subset.ttf, the Chinese font of the figures.
 
-The subset keeps, of Noto Sans SC Regular (SIL OFL 1.1, see course_lib/fonts/README.md):
+The subset keeps, of Noto Sans SC Regular (SIL OFL 1.1, see course_book/fonts/README.md):
 
 * every character of the course's Chinese data: the Chinese side of the Tatoeba
   English-Mandarin pairs, raw and normalised as course_lib.data loads them, and
@@ -33,7 +33,7 @@ import unicodedata
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-OUT = REPO / "course_lib" / "fonts" / "NotoSansSC-Regular-subset.ttf"
+OUT = REPO / "course_book" / "fonts" / "NotoSansSC-Regular-subset.ttf"
 CHECKPOINT = REPO / "checkpoints" / "en-zh.pt"
 # NotoSansSC_400Regular.ttf of @expo-google-fonts/noto-sans-sc 0.4.3 (Google Fonts v40, font version 2.004).
 INPUT_SHA256 = "d45f67f0a7c0ca3f256950777ce6a61cc7ce5f9696d02900cbbaac25f8aa7d16"

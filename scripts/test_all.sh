@@ -12,6 +12,8 @@ stage() { local name=$1; shift; "$T" "$name" "$@" || failed+=("$name"); }
 
 stage "Chinese edition's catalogs (nothing untranslated or fuzzy; glossary terms used)" \
     bash -c '"$0" scripts/i18n.py check && "$0" scripts/i18n.py terms' "$PY"
+stage "import contracts (lint-imports: course_lib imports none of the other packages; no cycles)" \
+    "$BIN/lint-imports" --no-cache
 stage "listings the book displays (<= 60 lines of code, depth <= 3, public)" "$PY" scripts/listing_metrics.py
 stage "library tests (tests/lib)" "$PY" -m pytest tests/lib -q -p no:cacheprovider
 stage "exercise tests on solutions/ (must all pass)" "$PY" -m pytest tests/exercises -q -p no:cacheprovider \

@@ -45,10 +45,12 @@ step "built $(basename "$WHEEL")"
 "$PY" - "$WHEEL" <<'EOF'
 import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
-for need in ("course_lib/exercise_cases/cases.py", "course_lib/check_runner.py", "course_lib/grading/child.py",
-             "course_lib/fonts/NotoSansSC-Regular-subset.ttf", "course_lib/fonts/OFL.txt"):
+for need in ("course_exercises/cases/cases.py", "course_exercises/check_runner.py", "course_grader/child.py",
+             "course_book/fonts/NotoSansSC-Regular-subset.ttf", "course_book/fonts/OFL.txt",
+             "course_grader/SECURITY.md", "course_lib/check/__main__.py", "course_lib/grading.py"):
     assert need in names, f"the wheel lacks {need}"
-assert not [n for n in names if n.startswith(("tests/", "solutions/", "exercises/"))], "the wheel ships the repository"
+assert not [n for n in names if n.startswith(("tests/", "solutions/", "exercises/", "exercise_sources/"))], \
+    "the wheel ships the repository"
 EOF
 
 step "installing it in a fresh virtual environment"
@@ -92,6 +94,10 @@ if "$TMP/venv/bin/course-grade" subs --out "$TMP/none" > "$TMP/err.txt" 2>&1; th
   echo "course-grade without --solutions outside a clone succeeded"; exit 1
 fi
 grep -q -- "--solutions DIR" "$TMP/err.txt" || { cat "$TMP/err.txt"; exit 1; }
+step "the names of earlier versions forward (python -m course_lib.check / course_lib.grading)"
+for module in course_lib.check course_lib.grading; do
+  "$VPY" -m "$module" --version > "$TMP/err.txt" 2>&1 || { echo "python -m $module failed:"; cat "$TMP/err.txt"; exit 1; }
+done
 
 # Each command of the installed package runs beside the same command of the clone (2 cores).
 both() {  # both NAME WHEEL-COMMAND... -- CLONE-COMMAND...: run the two at once, logs in $TMP/NAME-{wheel,clone}.txt
@@ -110,16 +116,16 @@ both() {  # both NAME WHEEL-COMMAND... -- CLONE-COMMAND...: run the two at once,
 for folder in solutions exercises; do
   step "course-check $folder ${CH[*]} (installed package, outside the clone) and the clone's check of it"
   both "check-$folder" "$TMP/venv/bin/course-check" "$folder" "${CH[@]}" \
-    -- "$PY" -m course_lib.check --notebooks "$RUN/$folder" "${CH[@]}"
+    -- "$PY" -m course_exercises.check --notebooks "$RUN/$folder" "${CH[@]}"
 done
 step "course-grade subs --solutions copy (installed package, outside the clone) and the clone's grader"
 both grade "$TMP/venv/bin/course-grade" subs --out "$TMP/grade-wheel" --solutions "$RUN/solutions" \
     --chapters "${CH[@]}" --no-progress \
-  -- "$PY" -m course_lib.grading "$RUN/subs" --out "$TMP/grade-clone" --chapters "${CH[@]}" --no-progress
+  -- "$PY" -m course_grader "$RUN/subs" --out "$TMP/grade-clone" --chapters "${CH[@]}" --no-progress
 # Gradescope's layout: the clone's course_lib imported (run from the clone) while the installed wheel puts
 # a second copy, with its cases, in site-packages - on the child's import paths too.
 step "the grader of the clone run by the wheel's Python (two copies of the package, as on Gradescope)"
-(cd "$CLONE" && "$TMP/venv/bin/python" -m course_lib.grading "$RUN/subs" --out "$TMP/grade-both" \
+(cd "$CLONE" && "$TMP/venv/bin/python" -m course_grader "$RUN/subs" --out "$TMP/grade-both" \
     --chapters "${CH[@]}" --no-progress) > "$TMP/grade-both.txt" 2>&1 \
   || { echo "the grader failed:"; tail -40 "$TMP/grade-both.txt"; exit 1; }
 
@@ -166,7 +172,7 @@ for student, score in expect.items():
 attack = wheel.get("reads_packaged_cases", {})
 if any(int(attack.get(k, 1)) for k in exercises if k.startswith("6.")):
     failures.append(f"course-grade: the submission that reads the packaged cases scored on chapter 6: {attack}")
-if "6.1" in exercises:  # what it saw of site-packages/course_lib/exercise_cases/ (it reports in 6.1's error)
+if "6.1" in exercises:  # what it saw of site-packages/course_exercises/cases/ (it reports in 6.1's error)
     seen = [c.get("child_error") or "" for c in json.loads((tmp / "grade-wheel" / "reads_packaged_cases" /
                                                              "grade.json").read_text())["cases"]
             if c["exercise"] == "6.1" and "-rejects-" not in c["case_id"]]  # a rejection case catches the probe itself

@@ -78,7 +78,7 @@ mkdir -p "$OUT/mathjax/output"
 cp -r "$MJ/output/chtml" "$MJ/output/chtml.js" "$OUT/mathjax/output/"
 cp "$NM/mathjax/LICENSE" "$OUT/mathjax/LICENSE"
 
-# Vega, Vega-Lite and vega-embed: the explorers' charts (course_lib.explorers) draw
+# Vega, Vega-Lite and vega-embed: the explorers' charts (course_book.explorers) draw
 # and respond in the page itself, with no kernel. Loaded as plain scripts before
 # any AMD loader, so each defines its global (vega, vegaLite, vegaEmbed).
 mkdir -p "$OUT/vega"

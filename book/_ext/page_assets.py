@@ -1,6 +1,6 @@
 """Sphinx extension: the scripts each page needs, each once.
 
-1. Vega on the pages with an explorer. The explorers (``course_lib.explorers``)
+1. Vega on the pages with an explorer. The explorers (``course_book.explorers``)
    are Vega-Lite charts whose HTML calls ``vegaEmbed``. The book serves Vega,
    Vega-Lite and vega-embed itself (``scripts/vendor_js.sh`` copies them to
    ``_static/vendor/vega/``), so the charts draw and respond offline. The three
@@ -8,7 +8,7 @@
    page (about 800 kB), before any other script, so that each defines its
    global (``vega``, ``vegaLite``, ``vegaEmbed``) even where an AMD loader
    (RequireJS) is also loaded.
-2. jupyterquiz on the pages with a concept check (``course_lib.quiz``). A
+2. jupyterquiz on the pages with a concept check (``course_book.quiz``). A
    quiz's notebook output is HTML (container, styles, the questions as JSON,
    a call to ``courseQuiz.show``) plus jupyterquiz's own JavaScript for
    Jupyter. In the book the JavaScript output is dropped (it would inline the
@@ -37,7 +37,7 @@ MARKER = 'class="course-explorer"'
 SCRIPTS = ("vendor/vega/vega.min.js", "vendor/vega/vega-lite.min.js", "vendor/vega/vega-embed.min.js")
 QUIZ_MARKER = 'class="course-quiz"'
 QUIZ_SCRIPTS = ("vendor/jupyterquiz/jupyterquiz.js", "course_quiz.js")
-QUIZ_JS_MARKER = "/* course-quiz: notebook script */"  # course_lib.quiz.JS_MARKER, the script's first line
+QUIZ_JS_MARKER = "/* course-quiz: notebook script */"  # course_book.quiz.JS_MARKER, the script's first line
 
 
 def _add_vega(app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:

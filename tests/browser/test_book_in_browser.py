@@ -9,11 +9,11 @@ made unresolvable. The checks:
 
 * no request leaves the page's own origin, and nothing it asks for is missing;
 * no error in the browser console;
-* every explorer (``course_lib.explorers``) draws its chart, and moving each
+* every explorer (``course_book.explorers``) draws its chart, and moving each
   of its controls redraws its marks (bars, cells, lines, points: a caption
   that changes over unchanged marks does not count);
 * formulas are typeset (MathJax output present where the page has math);
-* every concept check (``course_lib.quiz``) draws its questions; a click on
+* every concept check (``course_book.quiz``) draws its questions; a click on
   each multiple-choice answer shows that answer's explanation, a typed number
   (Enter) its feedback; jupyterquiz is loaded only on pages with a quiz, from
   the book itself;
@@ -267,7 +267,7 @@ def _explorer(browser, server, page: str, n: int):
 def test_every_explorer_redraws_when_a_control_moves(browser, server, html_dir):
     # Every control must change the marks from the page's start: a reader's first move of any
     # control shows something (a sampling seed starts on a sampling strategy, not on greedy search;
-    # course_lib.explorers refuses an explorer whose control changes nothing from its start).
+    # course_book.explorers refuses an explorer whose control changes nothing from its start).
     pages = [p for p in _pages(html_dir) if 'class="course-explorer"' in (html_dir / p).read_text(encoding="utf-8")]
     if not pages:
         pytest.skip("the book has no explorer")

@@ -12,9 +12,9 @@ Options (see ``CONTRACT.md``):
 * ``--exercise-results FILE``: append one JSON line per case to FILE as soon
   as the case has run (and a ``"started"`` line just before), flushed at once,
   so that a run killed from outside keeps the results of the finished cases
-  (the format of ``python -m course_lib.check_runner``, which the check command runs);
+  (the format of ``python -m course_exercises.check_runner``, which the check command runs);
 * ``--case-timeout SECONDS``: stop a case whose call into the student's code
-  runs longer than this (``SIGALRM``, POSIX main thread only; 0 = no limit,
+  runs longer than this (a watchdog thread, on every system; 0 = no limit,
   the default). The case fails with kind ``timeout``, and the remaining cases
   of the same exercise are not run (they time out too).
 
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.check import load_cases
-from course_lib.check_runner import NotebookLoader
+from course_exercises.check import load_cases
+from course_exercises.check_runner import NotebookLoader
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -90,7 +90,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def exercise_cases():
-    """The ``cases`` module (the package's ``course_lib/exercise_cases/cases.py``)."""
+    """The ``cases`` module (the package's ``course_exercises/cases/cases.py``)."""
     return load_cases()
 
 
@@ -101,7 +101,7 @@ def expect_stubs(pytestconfig: pytest.Config) -> bool:
 
 @pytest.fixture(scope="session")
 def notebook_loader(pytestconfig: pytest.Config, exercise_cases) -> NotebookLoader:
-    """The notebooks under test (:class:`course_lib.check_runner.NotebookLoader`), each loaded once."""
+    """The notebooks under test (:class:`course_exercises.check_runner.NotebookLoader`), each loaded once."""
     return NotebookLoader(notebooks_dir(pytestconfig), exercise_cases.NOTEBOOKS)
 
 
@@ -110,7 +110,7 @@ def student_namespace(notebook_loader: NotebookLoader):
     """``get(chapter) -> module``: the notebook's graded code, loaded once per chapter.
 
     A notebook that cannot be loaded makes every case of its chapter fail with
-    the :class:`~course_lib.grading.extract.SubmissionError` message.
+    the :class:`~course_exercises.extract.SubmissionError` message.
     """
     return notebook_loader.get
 

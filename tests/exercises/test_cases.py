@@ -22,7 +22,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib.check import load_cases
+from course_exercises.check import load_cases
 
 cases = load_cases()
 _mutants = runpy.run_path(str(Path(__file__).with_name("mutants.py")))

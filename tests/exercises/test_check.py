@@ -1,4 +1,4 @@
-"""Tests of the student's check command, ``python -m course_lib.check``."""
+"""Tests of the student's check command, ``python -m course_exercises.check``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import torch
 import pytest
 
-from course_lib import check
-from course_lib.check import CaseResult, CheckRun, default_notebooks, format_report, resolve_chapters
+from course_exercises import check
+from course_exercises.check import CaseResult, CheckRun, default_notebooks, format_report, resolve_chapters
 
 ROOT = Path(__file__).resolve().parents[2]
 cases = check.load_cases()
@@ -125,7 +125,7 @@ def test_a_failing_dependent_case_says_it_ran_with_the_course_definition(tmp_pat
 
 
 def test_standins_are_installed_only_for_their_cases_and_removed_after(tmp_path):
-    from course_lib.check_runner import NotebookLoader, run_case
+    from course_exercises.check_runner import NotebookLoader, run_case
 
     folder = _notebook_with(tmp_path, "08", {
         "causal_mask": "return 'student'",
@@ -146,7 +146,7 @@ def test_standins_are_installed_only_for_their_cases_and_removed_after(tmp_path)
     ("(torch.arange(seq_len) < lengths[:, None])", "returned None"),
 ])
 def test_return_type_rule_one_line_no_harness_frames(tmp_path, body, words):
-    from course_lib.check_runner import NotebookLoader, run_case
+    from course_exercises.check_runner import NotebookLoader, run_case
 
     folder = _notebook_with(tmp_path, "08", {"padding_mask": body})
     loader = NotebookLoader(folder, cases.NOTEBOOKS)
@@ -344,7 +344,7 @@ def test_check_runner_needs_no_pytest(tmp_path):
     import sys
 
     code = ("import sys; sys.modules['pytest'] = None; sys.modules['_pytest'] = None\n"
-            "from course_lib.check_runner import main\n"
+            "from course_exercises.check_runner import main\n"
             "sys.exit(main(sys.argv[1:]))")
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     for folder, flags, kind in ((ROOT / "solutions", [], "passed"),
@@ -404,7 +404,7 @@ def test_a_missing_notebook_is_reported_once(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv0, shown", [("/venv/bin/course-check", "course-check"),
-                                          ("/repo/course_lib/check.py", "python -m course_lib.check")])
+                                          ("/repo/course_exercises/check.py", "python -m course_exercises.check")])
 def test_version_and_usage_show_the_name_typed(monkeypatch, capsys, argv0, shown):
     import sys
 
@@ -451,7 +451,7 @@ def test_a_held_pass_is_one_line_after_the_real_failures(tmp_path, capsys):
 def test_held_passes_say_their_reason_and_the_last_line_names_the_flags():
     """Issue 22, item 5: each "~" line says which reason holds its cases; the drawn inputs are explained under
     "What to fix"; a flag the grader will raise is the last line, also when every case passes."""
-    from course_lib.grading.compare import FIXED_ALONE, REJECTION_ALONE
+    from course_exercises.compare import FIXED_ALONE, REJECTION_ALONE
 
     results = [CaseResult("8.1-a", "08", "8.1", 2, "failed", "Exercise 8.1 (padding_mask), case 8.1-a: wrong"),
                CaseResult("8.1-rejects-x", "08", "8.1", 1, "held", f"{REJECTION_ALONE}."),
@@ -471,7 +471,7 @@ def test_held_passes_say_their_reason_and_the_last_line_names_the_flags():
 def test_an_exercise_defined_twice_gets_a_note(tmp_path):
     """Issue 22, item 5: an exercise function defined in two cells is said, with the cell that counts (the later);
     the grader's inspection records the same note for feedback.md."""
-    from course_lib.grading.inspect_notebooks import inspect_notebooks
+    from course_grader.inspect_notebooks import inspect_notebooks
 
     folder = _notebook_with(tmp_path, "08", {"causal_mask": "return None"})
     path = folder / cases.NOTEBOOKS["08"]
@@ -484,3 +484,19 @@ def test_an_exercise_defined_twice_gets_a_note(tmp_path):
     assert len(twice) == 1 and f"the later one (code cell {last}) is the one checked and graded" in twice[0], warnings
     found = inspect_notebooks({"08": path}, {"08": {"8.1": "padding_mask", "8.2": "causal_mask"}})
     assert list(found["08"].notes) == ["8.2"] and f"(code cell {last})" in found["08"].notes["8.2"]
+
+
+def test_the_old_module_name_forwards_to_the_checker(tmp_path):
+    """``python -m course_lib.check`` (the last cell of notebooks saved from earlier versions) runs this command."""
+    import subprocess
+    import sys
+
+    import course_lib
+
+    proc = subprocess.run([sys.executable, "-m", "course_lib.check", "--version"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == f"python -m course_exercises.check {course_lib.__version__}", \
+        (proc.stdout, proc.stderr)
+    from course_lib import check as old
+
+    assert old.load_cases is check.load_cases and old.main is check.main  # old imports keep working

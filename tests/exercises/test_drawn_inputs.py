@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from course_lib.check import load_cases
+from course_exercises.check import load_cases
 
 cases = load_cases()
 SALTS = [f"test-salt-{n}" for n in range(6)]

@@ -1,12 +1,12 @@
-"""The autograded exercise tests: one test per case of the registry (``course_lib/exercise_cases/cases.py``).
+"""The autograded exercise tests: one test per case of the registry (``course_exercises/cases/cases.py``).
 
 Run on the student's notebooks (default ``exercises/``)::
 
-    pytest tests/exercises/test_exercises.py                       # or: python -m course_lib.check
+    pytest tests/exercises/test_exercises.py                       # or: python -m course_exercises.check
     pytest tests/exercises --notebooks solutions                   # CI: must all pass
     pytest tests/exercises --notebooks exercises --expect-stubs    # CI: every stub fails for the right reason
 
-Each test is :func:`course_lib.check_runner.run_case`, the function the check
+Each test is :func:`course_exercises.check_runner.run_case`, the function the check
 command runs (so pytest and ``course-check`` give the same verdicts).
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import pytest
 
-from course_lib.check import load_cases
-from course_lib.check_runner import run_case
+from course_exercises.check import load_cases
+from course_exercises.check_runner import run_case
 
 cases = load_cases()
 

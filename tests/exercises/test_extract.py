@@ -1,4 +1,4 @@
-"""Tests of course_lib.grading.extract, and of the committed notebooks' shape.
+"""Tests of course_exercises.extract, and of the committed notebooks' shape.
 
 Notebooks are written with nbformat into pytest's ``tmp_path``; each test checks
 one promise of ``extract_source`` / ``load_namespace``.
@@ -17,9 +17,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib.check import load_cases
-from course_lib.grading import extract
-from course_lib.grading.extract import SubmissionError, extract_source, load_namespace, load_submission
+from course_exercises.check import load_cases
+from course_exercises import extract
+from course_exercises.extract import SubmissionError, extract_source, load_namespace, load_submission
 
 ROOT = Path(__file__).resolve().parents[2]
 cases = load_cases()
@@ -218,7 +218,7 @@ def test_stub_notebooks_define_every_exercise_and_no_demo(chapter):
             with pytest.raises(NotImplementedError, match=f"Exercise {ex}:"):
                 _call_stub(getattr(ns, function))
     source = extract_source(ROOT / "exercises" / name)
-    assert "-m course_lib.check" not in source  # the check cell (a shell command) is not graded
+    assert "-m course_exercises.check" not in source  # the check cell (a shell command) is not graded
 
 
 def _call_stub(fn):
@@ -230,17 +230,17 @@ def _call_stub(fn):
 
 @pytest.mark.parametrize("chapter", list(cases.NOTEBOOKS))
 def test_notebooks_match_their_sources(chapter):
-    """exercises/ and solutions/ are built from tests/exercises/notebook_src (build_notebooks.py)."""
+    """exercises/ and solutions/ are built from exercise_sources/chNN.py (exercise_sources/build_notebooks.py)."""
     import runpy
 
-    builder = runpy.run_path(str(Path(__file__).with_name("build_notebooks.py")))
+    builder = runpy.run_path(str(ROOT / "exercise_sources" / "build_notebooks.py"))
     ex_nb, sol_nb, name = builder["build"](chapter)
     assert name == cases.NOTEBOOKS[chapter]
     for built, folder in ((ex_nb, "exercises"), (sol_nb, "solutions")):
         committed = nbformat.read(ROOT / folder / name, as_version=4)
         got = [(c.cell_type, c.source, c.get("metadata", {}).get("tags", [])) for c in committed.cells]
         want = [(c.cell_type, c.source, c.get("metadata", {}).get("tags", [])) for c in built.cells]
-        assert got == want, f"{folder}/{name} differs from its source: run python tests/exercises/build_notebooks.py {chapter}"
+        assert got == want, f"{folder}/{name} differs from its source: run python exercise_sources/build_notebooks.py {chapter}"
     assert all(not c.get("outputs") for c in nbformat.read(ROOT / "exercises" / name, as_version=4).cells if c.cell_type == "code")
     solved = nbformat.read(ROOT / "solutions" / name, as_version=4)
     assert all(c.execution_count for c in solved.cells if c.cell_type == "code"), f"solutions/{name} is not executed"

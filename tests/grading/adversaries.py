@@ -63,7 +63,7 @@ def good(chapters: list[str] = BATCH_CHAPTERS, skip: tuple[str, ...] = ()) -> di
 
 
 def packaged_cases_attack(chapters: list[str] = BATCH_CHAPTERS) -> dict[str, bytes]:
-    """A submission that reads, lists and imports the package's own cases file (``course_lib/exercise_cases/``,
+    """A submission that reads, lists and imports the package's own cases file (``course_exercises/cases/``,
     every ``expected()``), then answers 6.2 with the stolen ``expected()`` on the replayed inputs; its
     ``position_wise_ffn`` (6.1) raises an error that reports what it saw (:data:`PACKAGED_CASES_PROBE`).
     The other chapters are the solutions."""
@@ -72,10 +72,10 @@ import importlib
 import os
 import sys
 import types
-import course_lib
+import course_exercises
 _PROBE = []
 def _packaged_cases():
-    folder = os.path.join(os.path.dirname(os.path.abspath(course_lib.__file__)), "exercise_cases")
+    folder = os.path.join(os.path.dirname(os.path.abspath(course_exercises.__file__)), "cases")
     source = module = None
     try:
         _PROBE.append("listdir: " + ",".join(sorted(os.listdir(folder))))
@@ -88,7 +88,7 @@ def _packaged_cases():
     except BaseException as exc:
         _PROBE.append(f"read: {type(exc).__name__}")
     for path in sys.path:  # any other copy of the package on the import paths (a clone + site-packages)
-        other = os.path.join(path, "course_lib", "exercise_cases", "cases.py")
+        other = os.path.join(path, "course_exercises", "cases", "cases.py")
         if source is None and os.path.realpath(os.path.dirname(other)) != os.path.realpath(folder):
             try:
                 with open(other, encoding="utf-8") as fh:
@@ -97,7 +97,7 @@ def _packaged_cases():
             except BaseException as exc:
                 _PROBE.append(f"other copy: {type(exc).__name__}")
     try:
-        module = importlib.import_module("course_lib.exercise_cases.cases")
+        module = importlib.import_module("course_exercises.cases.cases")
         _PROBE.append("import: done")
     except BaseException as exc:
         _PROBE.append(f"import: {type(exc).__name__}")
@@ -386,7 +386,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     # -- reading what it must not ---------------------------------------------------------------
     sol04 = str(SOLUTIONS / NB["04"])
     add("reads_solutions", {**good(skip=("04", "06")), NB["04"]: notebook("04", extra=f'''
-from course_lib.grading.extract import load_namespace
+from course_exercises.extract import load_namespace
 def scaled_dot_product_attention(q, k, v, mask=None):
     return load_namespace({sol04!r}).scaled_dot_product_attention(q, k, v, mask)
 '''), NB["06"]: notebook("06", extra=f'''
@@ -523,7 +523,7 @@ def _steal(_=None):
 def _at_definition(_=_steal()):
     pass
 ''') for c in BATCH_CHAPTERS}, zero=["4.1", "4.2", "6.1", "6.2", "8.1", "8.2", "8.3"])
-    # The solution code of every chapter lies in tests/exercises/notebook_src/ and solutions/.
+    # The solution code of every chapter lies in exercise_sources/ and solutions/.
     add("runs_solution_source", {**good(skip=("06",)), NB["06"]: notebook("06", EXERCISES, extra='''
 import os
 import course_lib
@@ -531,7 +531,7 @@ def _load(_=None):
     root = os.path.dirname(os.path.dirname(os.path.abspath(course_lib.__file__)))
     try:
         source = {}
-        exec(open(os.path.join(root, "tests/exercises/notebook_src/ch06.py")).read(), source)
+        exec(open(os.path.join(root, "exercise_sources/ch06.py")).read(), source)
     except Exception:
         return
     for cell in source.get("CELLS", []):
@@ -544,7 +544,7 @@ def _load(_=None):
 def _at_definition(_=_load()):
     pass
 ''')}, zero=["6.1", "6.2"], full=["4.1", "8.1"])
-    # The package ships the full cases (every expected()) in course_lib/exercise_cases/, inside the folder
+    # The package ships the full cases (every expected()) in course_exercises/cases/, inside the folder
     # the child imports from.
     add(PACKAGED_CASES_ATTACK, packaged_cases_attack(), zero=["6.1", "6.2"], full=["4.1", "8.1"])
     # A chapter that never ends but keeps creating files: the old clock restarted on each new file.
@@ -781,6 +781,6 @@ def live_child_processes(work_tmp: Path) -> list[str]:
             continue
         if state == b"Z":
             continue
-        if "GRADER-TEST-MARKER" in cmd or ("course_lib/grading/child.py" in cmd and str(work_tmp) in cmd):
+        if "GRADER-TEST-MARKER" in cmd or ("course_grader/child.py" in cmd and str(work_tmp) in cmd):
             found.append(f"{name}: {cmd[:200]}")
     return found

@@ -1,6 +1,6 @@
 """Fixtures of the grader's own tests: one shared grading run per scenario (session scope).
 
-The grader is always started as its own process (``python -m course_lib.grading``),
+The grader is always started as its own process (``python -m course_grader``),
 as an instructor would: it makes itself a child subreaper and kills child
 processes it did not start, which must not happen inside pytest's process.
 """

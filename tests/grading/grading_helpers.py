@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_grader(args: list[str], timeout: float = 600, work_tmp: Path | None = None) -> subprocess.CompletedProcess:
-    """Run ``python -m course_lib.grading ARGS`` from the repository root; return the finished process.
+    """Run ``python -m course_grader ARGS`` from the repository root; return the finished process.
 
     ``work_tmp``: the ``TMPDIR`` of the grader, where it makes its children's work folders (so
     that a test can tell its own children's command lines from those of other grader runs).
@@ -22,7 +22,7 @@ def run_grader(args: list[str], timeout: float = 600, work_tmp: Path | None = No
     env = dict(os.environ)
     if work_tmp is not None:
         env["TMPDIR"] = str(work_tmp)
-    return subprocess.run([sys.executable, "-m", "course_lib.grading", *map(str, args), "--no-progress"],
+    return subprocess.run([sys.executable, "-m", "course_grader", *map(str, args), "--no-progress"],
                           cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
 
 

@@ -106,7 +106,7 @@ def test_packaged_cases_are_covered(batch):
     submission answers with the stolen expected(), scores 0 - see test_scores)."""
     from adversaries import PACKAGED_CASES_ATTACK, PACKAGED_CASES_PROBE
 
-    from course_lib.grading.casefile import CASES_FILE
+    from course_exercises.casefile import CASES_FILE
 
     assert CASES_FILE.is_file() and "def _e_" in CASES_FILE.read_text()  # what there is to steal
     cases = batch.grade(PACKAGED_CASES_ATTACK)["cases"]
@@ -275,7 +275,7 @@ def _code_cells(notebook: Path) -> int:
 
 
 def test_feedback_numbers_code_cells_like_the_check_command(batch):
-    """Cell numbers in flags and messages count code cells only, as ``course_lib.check`` does.
+    """Cell numbers in flags and messages count code cells only, as ``course_exercises.check`` does.
 
     The adversarial cell is the last cell of chapter 06; counting markdown
     cells too would give a larger number that a student cannot find.

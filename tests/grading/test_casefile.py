@@ -11,8 +11,8 @@ import numpy as np
 import torch
 import pytest
 
-from course_lib.check import load_cases
-from course_lib.grading.casefile import CASES_FILE, student_copy
+from course_exercises.check import load_cases
+from course_exercises.casefile import CASES_FILE, student_copy
 
 
 def _load(source: str, tmp_path: Path, name: str):

@@ -1,4 +1,4 @@
-"""Usage errors of ``course-grade`` (:mod:`course_lib.grading.cli`): one line naming the option, exit status 2.
+"""Usage errors of ``course-grade`` (:mod:`course_grader.cli`): one line naming the option, exit status 2.
 
 Most run ``cli.main`` in this process: it stops before starting anything, and the sandbox is replaced by a
 tripwire so that a check that lets a run through fails here instead of grading inside pytest.
@@ -13,13 +13,13 @@ import pytest
 
 from adversaries import NB, notebook, write_folder
 from grading_helpers import run_grader
-from course_lib.grading import cli
+from course_grader import cli
 
 
 @pytest.fixture
 def grade(tmp_path, monkeypatch, capsys):
     """``course-grade ARGS`` in this process (chapter 06 with a one-notebook --solutions): ``(status, stderr)``."""
-    import course_lib.grading.sandbox as sandbox
+    import course_grader.sandbox as sandbox
 
     def tripwire(*args, **kwargs):
         raise AssertionError("course-grade went past its usage checks")
@@ -87,7 +87,7 @@ def test_limits_field_names_become_options():
 @pytest.mark.parametrize("argv0, shown", [
     ("/venv/bin/course-grade", "course-grade"),
     ("/venv/Scripts/course-grade.exe", "course-grade"),
-    ("/repo/course_lib/grading/__main__.py", "python -m course_lib.grading"),
+    ("/repo/course_grader/__main__.py", "python -m course_grader"),
 ])
 def test_prog_is_the_name_typed(monkeypatch, capsys, argv0, shown):
     import course_lib
@@ -139,3 +139,20 @@ def test_corrupt_solutions_notebook_is_named(tmp_path):
                       f"{str(sol.resolve())!r} (it must hold the solution notebooks as Jupyter saved them)"], \
         proc.stderr[-3000:]
     assert "Re-download" not in proc.stderr and "/reference-" not in proc.stderr
+
+
+@pytest.mark.parametrize("platform", ["win32", "darwin"])
+def test_the_grader_says_it_runs_on_linux_only(grade, monkeypatch, platform):
+    """On macOS or Windows the grader stops at its entry, before anything starts, and says where to grade."""
+    monkeypatch.setattr(sys, "platform", platform)
+    code, err = grade("--out", "out")
+    assert code == 2 and "Linux only" in _one_line(err) and "course-check" in err, err
+
+
+def test_the_old_module_name_forwards_to_the_grader():
+    """``python -m course_lib.grading`` (instructors' scripts, the README of earlier versions) runs course_grader."""
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-m", "course_lib.grading", "--version"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.startswith("python -m course_grader "), (proc.stdout, proc.stderr)

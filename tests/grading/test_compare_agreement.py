@@ -1,6 +1,6 @@
 """The student's check command and the grader judge an array with one comparator, so they agree.
 
-``compare`` of the cases file (the check command) and :func:`course_lib.grading.compare.judge_case`
+``compare`` of the cases file (the check command) and :func:`course_exercises.compare.judge_case`
 (the grader, on the arrays a child sent) must pass and fail the same results: NaN, infinities,
 shapes, dtypes and tolerances included. No child process is started here.
 """
@@ -13,8 +13,8 @@ import io
 import numpy as np
 import pytest
 
-from course_lib.check import load_cases
-from course_lib.grading.compare import compare_arrays, judge_case
+from course_exercises.check import load_cases
+from course_exercises.compare import compare_arrays, judge_case
 
 cases = load_cases()
 CASE = next(c for c in cases.CASES if c.id == "4.1-fully-masked-row")

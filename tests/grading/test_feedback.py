@@ -9,7 +9,7 @@
 * room for the grader's per-notebook status (``chapter_status``: ``missing``/``unreadable``) and per-exercise
   notes (``exercise_notes``: "ran with the course's X in place of yours"), each shown once.
 
-The unit tests build results with the grader's own :func:`~course_lib.grading.compare.judge_case`; the last test
+The unit tests build results with the grader's own :func:`~course_exercises.compare.judge_case`; the last test
 grades a small class (chapters 04 and 06) with the real command (needs root and ``unshare``, like the other
 grader tests).
 """
@@ -28,9 +28,9 @@ import pytest
 from adversaries import EXERCISES, NB, SOLUTIONS, notebook, write_folder
 from grading_helpers import load_run, run_grader
 
-from course_lib.grading.compare import judge_case
-from course_lib.grading import report
-from course_lib.grading.report import StudentResult, feedback_markdown, gradescope_results
+from course_exercises.compare import judge_case
+from course_grader import report
+from course_grader.report import StudentResult, feedback_markdown, gradescope_results
 
 BASE_HINT = "weights = softmax(q @ k.transpose(-2, -1) / sqrt(d_k)) over the last dim (keys); out = weights @ v."
 FLOAT16_HINT = "In float16 the most negative number is about -65504: use torch.finfo(scores.dtype).min."
@@ -179,7 +179,7 @@ def test_the_table_names_functions_and_statuses_and_shows_the_flags():
 
 
 def test_details_file_is_written_and_named(tmp_path):
-    from course_lib.grading import report
+    from course_grader import report
 
     r = _result(_untouched(EXERCISE_SET[:2]))
     report.write_student_files(tmp_path, r)

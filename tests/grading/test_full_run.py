@@ -142,7 +142,7 @@ def test_nobody_sandbox_only_for_one_protected_submission(tmp_path):
     assert batch.returncode == 2 and "--single" in batch.stderr, batch.stderr[-1500:]
     single = run_grader([tmp_path / "subs" / "alice", "--single", "--out", tmp_path / "out1", "--chapters", "06",
                          "--sandbox", "nobody"])
-    from course_lib.grading.sandbox import nobody_can_reach
+    from course_grader.sandbox import nobody_can_reach
 
     if not nobody_can_reach(sys.base_prefix):  # e.g. Python under /root: nobody cannot even start it
         assert single.returncode == 2 and "nobody cannot run this Python" in single.stderr, single.stderr[-1500:]

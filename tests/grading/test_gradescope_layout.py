@@ -56,7 +56,7 @@ def _copy_course(dest: Path, with_build: bool) -> None:
     if with_build:
         shutil.copytree(ROOT / "course_lib", dest / "build" / "lib" / "course_lib", ignore=ignore)
         (dest / "transformer_course.egg-info").mkdir()
-        (dest / "transformer_course.egg-info" / "SOURCES.txt").write_text("course_lib/exercise_cases/cases.py\n")
+        (dest / "transformer_course.egg-info" / "SOURCES.txt").write_text("course_exercises/cases/cases.py\n")
 
 
 @pytest.fixture
@@ -86,7 +86,7 @@ def test_lock_down_leaves_one_copy_of_the_answers_and_nobody_reads_none(layout):
                               timeout=300)
     assert readable.returncode == 0, readable.stderr[-2000:]
     listed = readable.stdout.split()
-    assert any(p.endswith("/course_lib/grading/child.py") for p in listed), "the listing itself must work"
+    assert any(p.endswith("/course_grader/child.py") for p in listed), "the listing itself must work"
     leaked = [p for p in listed if _sha(Path(p)) in answers]
     assert leaked == [], leaked
     assert not [p for p in listed if "/solutions/" in p or "/exercise_cases/" in p]

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-GRADING = Path(__file__).resolve().parents[2] / "course_lib" / "grading"
+GRADING = Path(__file__).resolve().parents[2] / "course_grader"
 
 
 def _config(tmp_path: Path, **kw):
-    from course_lib.grading.casefile import CASES_FILE
-    from course_lib.grading.grader import GradingConfig
+    from course_exercises.casefile import CASES_FILE
+    from course_grader.grader import GradingConfig
 
     base = dict(out_dir=tmp_path / "out", course_root=None, solutions_dir=tmp_path / "sol", cases_files=[CASES_FILE])
     base.update(kw)
@@ -25,29 +25,29 @@ def _config(tmp_path: Path, **kw):
 
 def test_every_copy_of_the_cases_on_the_import_paths_is_covered(tmp_path, monkeypatch):
     """Gradescope: `pip install .` puts a second course_lib in site-packages while the grader may import the
-    clone's; the child has both on its import paths, so both exercise_cases/ folders are covered."""
-    from course_lib.grading import grader
-    from course_lib.grading.casefile import CASES_DIR
+    clone's; the child has both on its import paths, so both course_exercises/cases/ folders are covered."""
+    from course_grader import grader
+    from course_exercises.casefile import CASES_DIR
 
     site = tmp_path / "site-packages"
-    (site / "course_lib" / "exercise_cases").mkdir(parents=True)
-    (site / "course_lib" / "exercise_cases" / "cases.py").write_text("def _expected(): ...\n")
+    (site / "course_exercises" / "cases").mkdir(parents=True)
+    (site / "course_exercises" / "cases" / "cases.py").write_text("def _expected(): ...\n")
     bare = tmp_path / "other-site"  # a path without the package adds nothing
     bare.mkdir()
     monkeypatch.setattr(grader, "child_sys_path", lambda: [str(CASES_DIR.parent.parent), str(site), str(bare)])
     hidden = grader.hidden_paths(_config(tmp_path))
-    assert str(site / "course_lib" / "exercise_cases") in hidden, hidden
+    assert str(site / "course_exercises" / "cases") in hidden, hidden
     assert str(CASES_DIR) in hidden
-    assert str(site / "course_lib") not in hidden and str(site) not in hidden and str(bare) not in hidden
+    assert str(site / "course_exercises") not in hidden and str(site) not in hidden and str(bare) not in hidden
 
 
 def test_files_at_the_top_of_a_clone_are_covered(tmp_path):
     """A zip of the course (solutions and cases inside) left at the clone's top is covered like its folders;
-    the imported course_lib stays visible (the child imports it)."""
-    from course_lib.grading.grader import hidden_paths
+    the imported packages stay visible (the child imports them)."""
+    from course_grader.grader import hidden_paths
 
     clone = tmp_path / "clone"
-    for sub in ("course_lib/exercise_cases", "solutions", "tests"):
+    for sub in ("course_lib", "course_exercises/cases", "solutions", "tests"):
         (clone / sub).mkdir(parents=True)
     for name in ("autograder.zip", "README.md", "pyproject.toml"):
         (clone / name).write_text("x")

@@ -3,7 +3,7 @@
 Grading some chapters (``--chapters 04``) into a folder of earlier reports keeps the other chapters' grades
 and replaces the regraded ones, each with when it was graded; a student graded before and missing now stays
 in ``grades.csv`` (status ``missing submission``) and ``summary.json`` (``missing``); earlier reports the
-grader cannot read stop the run unless ``--force``. The unit tests call :mod:`course_lib.grading.report`; the others run the command (root
+grader cannot read stop the run unless ``--force``. The unit tests call :mod:`course_grader.report`; the others run the command (root
 and ``unshare``, like the other grader tests).
 """
 
@@ -18,8 +18,8 @@ import pytest
 from adversaries import EXERCISES, NB, SOLUTIONS, write_folder
 from grading_helpers import load_run, run_grader
 
-from course_lib.grading import report
-from course_lib.grading.report import StudentResult
+from course_grader import report
+from course_grader.report import StudentResult
 
 
 def _case(cid: str, passed: bool, points: int = 2) -> dict:

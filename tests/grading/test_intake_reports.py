@@ -28,10 +28,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from course_lib.grading.compare import error_line
-from course_lib.grading import intake, report
-from course_lib.grading.intake import Submission, collect_notebooks, discover
-from course_lib.grading.report import StudentResult, atomic_write, feedback_markdown, grades_csv, gradescope_results
+from course_exercises.compare import error_line
+from course_grader import intake, report
+from course_grader.intake import Submission, collect_notebooks, discover
+from course_grader.report import StudentResult, atomic_write, feedback_markdown, grades_csv, gradescope_results
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = {"04": "04_attention.ipynb", "06": "06_feed_forward.ipynb"}
@@ -124,7 +124,7 @@ def _written_into_out() -> set[str]:
     """Names the grader writes directly into --out, read from its source (``out_dir / "name"``)."""
     names = set()
     for module in ("cli.py", "report.py", "grader.py"):
-        text = (ROOT / "course_lib" / "grading" / module).read_text(encoding="utf-8")
+        text = (ROOT / "course_grader" / module).read_text(encoding="utf-8")
         names.update(re.findall(r"out_dir\s*/\s*[\"']([^\"']+)[\"']", text))
     return names
 
@@ -303,7 +303,7 @@ def test_the_source_cell_is_defused(lead):
 
 def test_run_files_map_every_id_to_its_source(tmp_path):
     """What ``cli.main`` writes last: ``grades.csv`` with ``source`` and ``summary.json`` with ``sources``."""
-    from course_lib.grading.cli import write_run_files
+    from course_grader.cli import write_run_files
 
     subs_dir, out = tmp_path / "subs", tmp_path / "out"
     for name in ("李雷", "王芳", "grades.csv", "summary.json", "_reference"):

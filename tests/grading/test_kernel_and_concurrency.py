@@ -18,7 +18,7 @@ import pytest
 from adversaries import NB, SOLUTIONS, notebook, write_folder
 from grading_helpers import ROOT, load_run, run_grader
 
-GRADING = ROOT / "course_lib" / "grading"
+GRADING = ROOT / "course_grader"
 needs_root = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None or
                                 not sys.platform.startswith("linux"), reason="needs root, Linux and unshare")
 
@@ -233,7 +233,7 @@ def test_venv_under_a_closed_home_keeps_the_full_sandbox(tmp_path, work_tmp):
     subs = tmp_path / "subs"
     write_folder(subs / "full", {NB["06"]: notebook("06")})
     env = {**os.environ, "TMPDIR": str(work_tmp)}
-    proc = subprocess.run([str(python), "-m", "course_lib.grading", str(subs), "--out", str(tmp_path / "out"),
+    proc = subprocess.run([str(python), "-m", "course_grader", str(subs), "--out", str(tmp_path / "out"),
                            "--chapters", "06", "--no-progress"], cwd=ROOT, capture_output=True, text=True,
                           timeout=600, env=env)
     run = load_run(tmp_path / "out", proc)
@@ -251,7 +251,7 @@ def test_a_weaker_sandbox_than_the_machine_allows_is_said_loudly(tmp_path, work_
     write_folder(subs / "full", {NB["06"]: notebook("06")})
     code = f"""
 import sys
-from course_lib.grading import cli, sandbox
+from course_grader import cli, sandbox
 real = sandbox._probe_one
 def failing(work, info, supervisor, sys_path):
     return "simulated failure" if info.mode == "namespaces" else real(work, info, supervisor, sys_path)
@@ -315,7 +315,7 @@ def test_a_stray_counts_for_the_child_it_came_from(tmp_path):
     code = textwrap.dedent(f"""
         import subprocess, sys, time
         sys.path.insert(0, {str(ROOT)!r})
-        from course_lib.grading.sandbox import Supervisor
+        from course_grader.sandbox import Supervisor
         sup = Supervisor()
         leaver = ("import os, time\\n"
                   "if os.fork() == 0:\\n"
@@ -348,7 +348,7 @@ def test_a_cgroup_name_in_use_is_never_taken_or_removed():
     (another grader's) makes the new one fail without touching the folders of the one in use."""
     import secrets
 
-    from course_lib.grading.sandbox import ChildCgroup, Limits
+    from course_grader.sandbox import ChildCgroup, Limits
 
     name = f"course-grade-test-{secrets.token_hex(8)}"
     first = ChildCgroup.create(name, Limits())

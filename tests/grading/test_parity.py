@@ -1,7 +1,7 @@
 """The student's check command and the instructor's grader give honest work the same points.
 
 A class of partial submissions (each exercise either solved or left as its stub) is
-checked with ``course_lib.check.run_checks`` (fixed inputs, no sandbox) and graded
+checked with ``course_exercises.check.run_checks`` (fixed inputs, no sandbox) and graded
 by the grader (inputs drawn for the run, sandboxed child): every exercise must get
 the same points from both.
 """
@@ -13,7 +13,7 @@ import json
 import pytest
 
 from adversaries import SOLUTIONS, write_folder
-from course_lib.check import load_cases, run_checks
+from course_exercises.check import load_cases, run_checks
 from grading_helpers import load_run, run_grader
 
 CHAPTERS = ["03", "05", "07", "09", "10"]

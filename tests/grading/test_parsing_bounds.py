@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.grading import extract
-from course_lib.grading.extract import SubmissionError, code_cell_numbers, extract_source, rename_cells
-from course_lib.grading.static_checks import check_source
-from course_lib.grading.casefile import CASES_FILE
+from course_exercises import extract
+from course_exercises.extract import SubmissionError, code_cell_numbers, extract_source, rename_cells
+from course_exercises.static_checks import check_source
+from course_exercises.casefile import CASES_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
 ADVISORY = "flagged for review; the grader's guarantee is the sandbox, not this check"
@@ -68,7 +68,7 @@ def deep_notebook(path: Path, depth: int = 100_000) -> Path:
 def timed_extract(path: Path) -> float:
     """Seconds ``extract_source(path)`` takes, in a subprocess: a regression fails at the timeout, not after hours."""
     code = ("import sys, time\nimport IPython.core.inputtransformer2\n"
-            "from course_lib.grading.extract import extract_source\n"
+            "from course_exercises.extract import extract_source\n"
             "t = time.perf_counter(); source = extract_source(sys.argv[1])\n"
             "print(time.perf_counter() - t, 'def gelu' in source)")
     out = subprocess.run([sys.executable, "-c", code, str(path)], cwd=ROOT, capture_output=True, text=True,
@@ -134,7 +134,7 @@ def test_rename_cells_survives_huge_numbers(tmp_path):
 
 
 def test_rename_cells_with_a_mapping_reads_no_file():
-    from course_lib.grading.extract import rename_cells_with
+    from course_exercises.extract import rename_cells_with
 
     assert rename_cells_with("cell 4, line 2; code cell 1; cell 9", {4: 2}) == "code cell 2, line 2; code cell 1; cell 9"
     assert rename_cells_with("cell 4", {}) == "cell 4"
@@ -145,7 +145,7 @@ def test_rename_cells_with_a_mapping_reads_no_file():
 # ---------------------------------------------------------------------------
 @pytest.fixture()
 def inspect():
-    from course_lib.grading.inspect_notebooks import inspect_notebooks
+    from course_grader.inspect_notebooks import inspect_notebooks
 
     return inspect_notebooks
 
@@ -208,7 +208,7 @@ def test_a_slow_chapter_costs_only_its_own_inspection(tmp_path, inspect):
 
 
 def test_inspector_crash_marks_every_chapter(tmp_path, inspect, monkeypatch):
-    from course_lib.grading import inspect_notebooks as inspector
+    from course_grader import inspect_notebooks as inspector
 
     path = make_notebook(tmp_path / "06_feed_forward.ipynb", "import math")
     monkeypatch.setattr(inspector, "_BOOTSTRAP", "import os; os._exit(3)")
@@ -227,7 +227,7 @@ def test_inspector_memory_limit_costs_flags_only(tmp_path, inspect):
 
 
 def test_inspector_child_imports_neither_torch_nor_site(tmp_path):
-    from course_lib.grading import inspect_notebooks as inspector
+    from course_grader import inspect_notebooks as inspector
 
     path = make_notebook(tmp_path / "06_feed_forward.ipynb", "/print 1\ndef gelu(x):\n    return x")  # IPython autocall
     request = {"sys_path": inspector._child_sys_path(), "deadline": time.time() + 30, "memory_mb": 1024, "cpu_s": 31,

@@ -9,9 +9,9 @@ from dataclasses import asdict, replace
 
 import pytest
 
-from course_lib.grading.protocol import (PROTOCOL_VERSION, ChildRequest, ProtocolError, case_message, protocol_problem,
+from course_grader.protocol import (PROTOCOL_VERSION, ChildRequest, ProtocolError, case_message, protocol_problem,
                                          ready_message)
-from course_lib.grading.sandbox import CHILD_SCRIPT
+from course_grader.sandbox import CHILD_SCRIPT
 
 REQUEST = ChildRequest(mode="student", salt=None, sys_path=["/x"], cases_files=["/w/tests/cases.py"], check_files=[],
                        stage_dir="/w/stage", result_fd=5, command_fd=6, limits={"as_bytes": 1 << 32, "nproc": None},

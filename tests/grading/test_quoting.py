@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from course_lib.check import CaseResult, CheckRun, format_report
-from course_lib.grading import report
-from course_lib.grading.compare import judge_case
-from course_lib.grading.quoting import escape_hidden, is_hidden, quoted_block
-from course_lib.grading.report import StudentResult, details_markdown, feedback_markdown, gradescope_results
+from course_grader import report
+from course_exercises.compare import judge_case
+from course_exercises.quoting import escape_hidden, is_hidden, quoted_block
+from course_grader.report import StudentResult, details_markdown, feedback_markdown, gradescope_results
 
 CASE = {"id": "4.1-a", "exercise": "4.1", "function": "f", "points": 3, "rtol": 1e-5, "atol": 1e-5, "hint": "h"}
 FORGED = "The instructor reviewed this submission: every exercise passed (104/104)"
@@ -144,7 +144,7 @@ def test_child_notes_are_last_in_feedback_and_one_line_in_gradescope():
 
 def test_a_held_pass_is_not_listed_as_a_failure_in_feedback():
     """Issue 22, item 5: feedback.md words a rejection case that waits for a drawn case as the checker does."""
-    from course_lib.grading.compare import REJECTION_ALONE
+    from course_exercises.compare import REJECTION_ALONE
 
     r = _result("ValueError: x")
     r.cases.append({**r.cases[0], "case_id": "4.1-rejects-bad", "child_error": None,

@@ -12,11 +12,11 @@ import types
 
 import pytest
 
-from course_lib.check import load_cases
-from course_lib.grading import protocol
-from course_lib.grading.casefile import CASES_FILE, student_copy
-from course_lib.grading.extract import install_standins, remove_standins
-from course_lib.grading.sandbox import ChildRun, PlanError, Unit, _run_unit, plan_units
+from course_exercises.check import load_cases
+from course_grader import protocol
+from course_exercises.casefile import CASES_FILE, student_copy
+from course_exercises.extract import install_standins, remove_standins
+from course_grader.sandbox import ChildRun, PlanError, Unit, _run_unit, plan_units
 
 cases = load_cases()
 

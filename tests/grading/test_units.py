@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 
 from adversaries import EXERCISES, NB, SOLUTIONS, notebook, write_folder
-from course_lib.grading.compare import ResultError, compare_arrays, decode_arrays, error_line, judge_case, read_array
-from course_lib.grading.intake import IntakeLimits, Submission, collect_notebooks, discover, submission_hash
-from course_lib.grading import report
-from course_lib.grading.report import StudentResult, atomic_write, feedback_markdown, grades_csv, gradescope_results
-from course_lib.grading.sandbox import Limits
-from course_lib.grading.static_checks import check_source
+from course_exercises.compare import ResultError, compare_arrays, decode_arrays, error_line, judge_case, read_array
+from course_grader.intake import IntakeLimits, Submission, collect_notebooks, discover, submission_hash
+from course_grader import report
+from course_grader.report import StudentResult, atomic_write, feedback_markdown, grades_csv, gradescope_results
+from course_grader.sandbox import Limits
+from course_exercises.static_checks import check_source
 
 
 def npy(arr, allow_pickle=False) -> bytes:
@@ -243,12 +243,12 @@ class TestStaticChecks:
 
     @pytest.mark.parametrize("folder", [SOLUTIONS, EXERCISES])
     def test_course_notebooks_have_no_flags(self, folder):
-        from course_lib.grading.extract import extract_source
+        from course_exercises.extract import extract_source
 
         books = sorted(folder.glob("[0-9][0-9]_*.ipynb"))
         if not books:
             pytest.skip("notebooks not built")
-        from course_lib.grading.casefile import CASES_FILE
+        from course_exercises.casefile import CASES_FILE
         cases_text = CASES_FILE.read_text()
         import re
         exercises = dict(re.findall(r'"(\d+\.\d+)": "(\w+)"', cases_text))
@@ -348,7 +348,7 @@ def test_notebook_builder_appends_a_cell():
 
 def test_remove_tree_handles_depth_permissions_and_links(tmp_path):
     """``shutil.rmtree`` raised RecursionError at ~1,500 levels; the grader's removal must not."""
-    from course_lib.grading.sandbox import _remove_iteratively, remove_tree
+    from course_grader.sandbox import _remove_iteratively, remove_tree
 
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -376,7 +376,7 @@ def test_remove_tree_handles_depth_permissions_and_links(tmp_path):
 
 
 def test_nobody_can_reach(tmp_path):
-    from course_lib.grading.sandbox import nobody_can_reach
+    from course_grader.sandbox import nobody_can_reach
 
     (tmp_path / "open" / "inner").mkdir(parents=True)
     (tmp_path / "closed" / "inner").mkdir(parents=True)
@@ -389,7 +389,7 @@ def test_nobody_can_reach(tmp_path):
 
 
 def test_rejections_and_fixed_cases_count_only_with_a_drawn_value_case():
-    from course_lib.grading.compare import FIXED_ALONE, REJECTION_ALONE, unearned_passes
+    from course_exercises.compare import FIXED_ALONE, REJECTION_ALONE, unearned_passes
 
     results = [("4.1-a", "4.1", False, True), ("4.1-rejects-x", "4.1", True, True), ("4.1-fixed", "4.1", True, False),
                ("6.1-a", "6.1", True, True), ("6.1-rejects-y", "6.1", True, False), ("6.1-fixed", "6.1", True, False),
@@ -407,7 +407,7 @@ def test_seccomp_filter_denies_kernel_keyrings():
     nrs = {"x86_64": (248, 250), "aarch64": (217, 219)}[platform.machine()]
     code = f"""
 import ctypes, os, subprocess, sys
-sys.path.insert(0, {str(Path(__file__).resolve().parents[2] / "course_lib" / "grading")!r})
+sys.path.insert(0, {str(Path(__file__).resolve().parents[2] / "course_grader")!r})
 import child
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl(38, 1, 0, 0, 0)
@@ -422,11 +422,11 @@ print("ok")
 
 
 # ---------------------------------------------------------------------------
-# the package's own cases (course_lib/exercise_cases/) and --solutions
+# the package's own cases (course_exercises/cases/) and --solutions
 # ---------------------------------------------------------------------------
 def _config(tmp_path: Path, **kw):
-    from course_lib.grading.casefile import CASES_FILE
-    from course_lib.grading.grader import GradingConfig
+    from course_exercises.casefile import CASES_FILE
+    from course_grader.grader import GradingConfig
 
     base = dict(out_dir=tmp_path / "out", course_root=None, solutions_dir=tmp_path / "sol", cases_files=[CASES_FILE])
     base.update(kw)
@@ -436,8 +436,8 @@ def _config(tmp_path: Path, **kw):
 def test_hidden_always_covers_the_packaged_cases(tmp_path):
     """Wherever the package lies (a clone, site-packages), the folder of its cases is covered for the child,
     also when --cases names another copy and outside a clone; the rest of the package stays visible."""
-    from course_lib.grading.casefile import CASES_DIR, CASES_FILE
-    from course_lib.grading.grader import hidden_paths
+    from course_exercises.casefile import CASES_DIR, CASES_FILE
+    from course_grader.grader import hidden_paths
 
     other = tmp_path / "elsewhere" / "cases.py"
     other.parent.mkdir()
@@ -448,29 +448,32 @@ def test_hidden_always_covers_the_packaged_cases(tmp_path):
         assert str(CASES_DIR.parent) not in hidden and str(CASES_DIR.parent.parent) not in hidden
     assert str(other.parent) in hidden_paths(_config(tmp_path, cases_files=[other]))
     # A clone beside an installed package (Gradescope: `pip install .`, then grading in the clone): its own
-    # course_lib - with exercise_cases/ - is covered too, since the child imports the installed one.
+    # course_exercises - with cases/ - is covered too, since the child imports the installed one.
     clone = tmp_path / "clone"
-    for sub in ("course_lib/exercise_cases", "solutions", "exercises", "tests"):
+    for sub in ("course_lib", "course_exercises/cases", "solutions", "exercises", "tests"):
         (clone / sub).mkdir(parents=True)
     hidden = hidden_paths(_config(tmp_path, course_root=clone))
-    for sub in ("course_lib", "solutions", "exercises", "tests"):
+    for sub in ("course_exercises", "solutions", "exercises", "tests"):
         assert str(clone / sub) in hidden, sub
-    # The clone that holds the imported package keeps its course_lib visible, less exercise_cases/.
-    from course_lib.check import clone_root
+    # The clone that holds the imported packages keeps them visible, less course_exercises/cases/.
+    from course_exercises.check import clone_root
 
     here = clone_root()
-    if here is not None and (here / "course_lib").resolve() == CASES_DIR.parent:
+    if here is not None and (here / "course_exercises").resolve() == CASES_DIR.parent:
         hidden = hidden_paths(_config(tmp_path, course_root=here))
-        assert str(CASES_DIR) in hidden and str(here / "course_lib") not in hidden
+        assert str(CASES_DIR) in hidden
+        for package in ("course_lib", "course_book", "course_exercises", "course_grader"):
+            assert str(here / package) not in hidden, package
+        assert str(here / "exercise_sources") in hidden and str(here / "book") in hidden
         assert str(here / "solutions") in hidden and str(here / "tests") in hidden
 
 
 def test_nobody_mode_requires_the_packaged_cases_out_of_reach(tmp_path):
     """Without namespaces nothing is mounted over the package: the grader's permission check lists the cases
     folder whenever the user nobody could enter it (the fix is `chmod -R go-rwx` on it)."""
-    from course_lib.grading.casefile import CASES_DIR, CASES_FILE
-    from course_lib.grading.grader import reachable_by_nobody
-    from course_lib.grading.sandbox import nobody_can_reach
+    from course_exercises.casefile import CASES_DIR, CASES_FILE
+    from course_grader.grader import reachable_by_nobody
+    from course_grader.sandbox import nobody_can_reach
 
     other = tmp_path / "elsewhere" / "cases.py"  # also when --cases names another copy
     other.parent.mkdir()
@@ -482,11 +485,11 @@ def test_nobody_mode_requires_the_packaged_cases_out_of_reach(tmp_path):
 
 def _grade_usage(argv, monkeypatch, capsys, clone=True):
     """``course-grade`` in this process for a usage error (it stops before starting anything)."""
-    import course_lib.check
-    from course_lib.grading import cli
+    import course_exercises.check
+    from course_grader import cli
 
     if not clone:
-        monkeypatch.setattr(course_lib.check, "clone_root", lambda cwd=None: None)
+        monkeypatch.setattr(course_exercises.check, "clone_root", lambda cwd=None: None)
     code = cli.main([str(a) for a in argv])
     return code, capsys.readouterr().err
 
@@ -532,7 +535,7 @@ def test_a_result_error_keeps_its_own_message():
 
 
 def test_the_parent_keeps_expected_values_from_the_reference_run_only():
-    from course_lib.grading.sandbox import _kept_fields
+    from course_grader.sandbox import _kept_fields
 
     message = {"arrays": {"y": "abc"}, "expected": {"y": "e"}, "inputs": {"x": "i"}, "points": 99}
     assert _kept_fields(message) == {"arrays": {"y": "abc"}, "error": None}
@@ -542,7 +545,7 @@ def test_the_parent_keeps_expected_values_from_the_reference_run_only():
 def test_a_writable_mount_holding_the_package_stops_the_student_child():
     import importlib.util
 
-    path = Path(__file__).resolve().parents[2] / "course_lib" / "grading" / "child.py"
+    path = Path(__file__).resolve().parents[2] / "course_grader" / "child.py"
     spec = importlib.util.spec_from_file_location("grader_child_under_test", path)
     child_module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(child_module)  # by path, as the grader starts it; nothing added to sys.path
@@ -557,7 +560,7 @@ def test_a_writable_mount_holding_the_package_stops_the_student_child():
 def test_an_earlier_definition_left_in_force_by_a_failing_cell_is_checked_too():
     """A later decoy that fails in the grader (its cell is skipped) leaves the earlier, delegating definition in
     force: every definition of the exercise's name is checked, not only the last."""
-    from course_lib.grading.static_checks import check_source
+    from course_exercises.static_checks import check_source
 
     source = ("import course_lib.masks as _cm\n"
               "def causal_mask(q_len, k_len=None):\n    return _cm.causal_mask(q_len)\n"

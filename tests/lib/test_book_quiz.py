@@ -1,4 +1,4 @@
-"""The concept checks (course_lib.quiz) and the Exercises section that end every chapter.
+"""The concept checks (course_book.quiz) and the Exercises section that end every chapter.
 
 The browser test (tests/browser) checks that the quizzes work in the built
 book; these tests check the notebooks and the module without a build.
@@ -15,8 +15,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from course_lib import quiz
-from course_lib.quiz import answer, multiple_choice, numeric, quiz_bundles
+from course_book import quiz
+from course_book.quiz import answer, multiple_choice, numeric, quiz_bundles
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "book").glob("[01][0-9]_*.ipynb"))
@@ -53,7 +53,7 @@ def test_chapter_ends_with_concept_check_then_exercises(path):
     intro, code, exercises = cells[-3:]
     assert _source(intro).startswith("## Check your understanding"), "the concept check comes just before the Exercises"
     assert summary and summary[-1] < len(cells) - 3, "the concept check comes after the Summary"
-    assert code["cell_type"] == "code" and _source(code).startswith("from course_lib.quiz import")
+    assert code["cell_type"] == "code" and _source(code).startswith("from course_book.quiz import")
     assert {"hide-input", "nbval-ignore-output"} <= set(code["metadata"].get("tags", []))
     text = _source(exercises)
     assert text.startswith("## Exercises"), "the page ends with its Exercises section"

@@ -1,4 +1,4 @@
-"""course_lib.explorers: charts whose controls filter precomputed states."""
+"""course_book.explorers: charts whose controls filter precomputed states."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from course_lib.explorers import Control, bar_explorer, explorer_bundle, heatmap_explorer
+from course_book.explorers import Control, bar_explorer, explorer_bundle, heatmap_explorer
 
 
 def _records():
@@ -94,7 +94,7 @@ def test_bundle_draws_from_the_page_and_fetches_nothing():
                              controls=[Control("head", options=[0, 1, 2], kind="radio")])
     bundle = explorer_bundle(chart, 'weights of one <head> & "its" keys')
     assert bundle["application/vnd.vegalite.v5+json"]["$schema"].startswith("https://vega.github.io/schema/vega-lite/v5")
-    from course_lib import i18n
+    from course_book import i18n
 
     assert "text/html" not in bundle, "JupyterLab ranks HTML above Vega-Lite: the book's HTML has its own type"
     html = bundle[i18n.BOOK_MIME_TYPE]["text/html"]
@@ -108,7 +108,7 @@ def test_bundle_draws_from_the_page_and_fetches_nothing():
 
 
 def test_line_layers_filter_on_the_controls_their_records_carry():
-    from course_lib.explorers import line_explorer
+    from course_book.explorers import line_explorer
 
     curves = [{"pair": p, "pos": x, "value": float(x * p), "curve": "sin"} for p in range(3) for x in range(5)]
     points = [{"pair": p, "pos": x, "value": float(x * p), "at": x} for p in range(3) for x in range(5)]
@@ -125,7 +125,7 @@ def test_inline_data_is_csv_with_typed_columns():
     import csv
     import io
 
-    from course_lib.explorers import inline_data
+    from course_book.explorers import inline_data
 
     records = [{"n": 1, "x": 0.5, "flag": True, "text": 'a, "quoted" cell'},
                {"n": 2, "x": -1.0, "flag": False, "text": "plain"}]
@@ -151,7 +151,7 @@ def test_a_control_that_changes_nothing_from_the_start_is_refused():
 
 
 def test_a_control_of_one_layer_only_counts_when_it_changes_that_layer():
-    from course_lib.explorers import line_explorer
+    from course_book.explorers import line_explorer
 
     curves = [{"pair": p, "pos": x, "value": float(x * p), "curve": "sin"} for p in range(2) for x in range(3)]
     points = [{"pair": p, "pos": x, "value": float(x * p), "at": x} for p in range(2) for x in range(3)]
@@ -177,7 +177,7 @@ def test_jupyterlab_draws_the_explorer_as_svg(monkeypatch):
     # SVG text is redrawn when the Chinese font arrives; a canvas keeps the boxes it drew first
     import IPython.display
 
-    from course_lib import explorers
+    from course_book import explorers
 
     shown = []
     monkeypatch.setattr(IPython.display, "display", lambda *a, **k: shown.append((a, k)))

@@ -1,4 +1,4 @@
-"""Tests of the Chinese font that ships with course_lib (course_lib/fonts/, viz.use_cjk_font).
+"""Tests of the Chinese font that ships with course_lib (course_book/fonts/, viz.use_cjk_font).
 
 The figures of chapters 9-10 label axes with Chinese characters. Without a CJK
 font, matplotlib warns ``Glyph ... missing from font(s) DejaVu Sans`` (which
@@ -23,10 +23,10 @@ import matplotlib
 import pytest
 from fontTools.ttLib import TTFont
 
-from course_lib import viz
+from course_book import viz
 
 REPO = Path(__file__).resolve().parents[2]
-FONT = REPO / "course_lib" / "fonts" / "NotoSansSC-Regular-subset.ttf"
+FONT = REPO / "course_book" / "fonts" / "NotoSansSC-Regular-subset.ttf"
 REAL = os.environ.get("COURSE_LIB_DATA")
 
 
@@ -91,7 +91,7 @@ def test_chinese_text_draws_without_a_system_font_or_font_cache(scenario, tmp_pa
         "import io, json, matplotlib\n"
         "import matplotlib.pyplot as plt\n"
         "from matplotlib import font_manager\n"
-        "from course_lib import viz\n"
+        "from course_book import viz\n"
         + textwrap.dedent(DRAWINGS[scenario])
         + "fig.savefig(io.BytesIO(), format='png')\n"
         "latin = font_manager.findfont(font_manager.FontProperties(family=matplotlib.rcParams['font.family']))\n"
@@ -117,12 +117,12 @@ def test_importing_course_lib_leaves_matplotlib_fonts_alone(tmp_path):
         from matplotlib import font_manager
         before = [f.fname for f in font_manager.fontManager.ttflist]
         family = list(matplotlib.rcParams["font.family"])
-        import course_lib, course_lib.viz, course_lib.decoding, course_lib.metrics
+        import course_lib, course_book.viz, course_lib.decoding, course_lib.metrics
         import course_lib.training, course_lib.translate
         after = [f.fname for f in font_manager.fontManager.ttflist]
         assert after == before, "importing course_lib registered fonts"
         assert list(matplotlib.rcParams["font.family"]) == family, "importing course_lib changed font.family"
-        assert str(course_lib.viz.CJK_FONT_FILE) not in after
+        assert str(course_book.viz.CJK_FONT_FILE) not in after
         print("ok")
     """
     result = _run_fresh(code, tmp_path)
@@ -163,7 +163,7 @@ def test_the_font_file_is_the_documented_one():
 def test_the_font_travels_in_the_wheel():
     tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
     config = tomllib.loads((REPO / "pyproject.toml").read_text())
-    patterns = config["tool"]["setuptools"]["package-data"]["course_lib"]
+    patterns = config["tool"]["setuptools"]["package-data"]["course_book"]
     for name in ("NotoSansSC-Regular-subset.ttf", "custom.css", "OFL.txt", "README.md"):  # custom.css: JupyterLab
         assert any(fnmatch.fnmatch(f"fonts/{name}", p) for p in patterns), name
 

@@ -16,7 +16,7 @@ import pytest
 from babel.messages.catalog import Catalog as BabelCatalog
 from babel.messages.pofile import write_po
 
-from course_lib import i18n
+from course_book import i18n
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -265,7 +265,7 @@ def test_words_in_a_formula_may_be_translated_but_not_its_names(tmp_path):
 
 
 def test_listing_captions_are_translated_in_the_chinese_build(tmp_path):
-    from course_lib import viz
+    from course_book import viz
     from course_lib.masks import causal_mask
 
     markdown = viz.get_source(causal_mask)._repr_markdown_()

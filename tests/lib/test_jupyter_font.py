@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from course_lib import jupyter_font
-from course_lib.explorers import CHART_FONT
+from course_book import jupyter_font
+from course_book.explorers import CHART_FONT
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,7 +47,7 @@ def test_the_extension_puts_the_font_folder_first_among_the_custom_folders():
     jupyter_font._load_jupyter_server_extension(app)  # twice: still once
     assert folders == [str(jupyter_font.FONTS), "/home/student/.jupyter/custom"]
     assert app.web_app.settings["static_custom_path"] is folders, "changed in place: JupyterLab's handler holds it"
-    assert jupyter_font._jupyter_server_extension_points() == [{"module": "course_lib.jupyter_font"}]
+    assert jupyter_font._jupyter_server_extension_points() == [{"module": "course_book.jupyter_font"}]
 
 
 def test_the_installer_turns_both_on_and_keeps_other_settings(tmp_path):
@@ -58,7 +58,7 @@ def test_the_installer_turns_both_on_and_keeps_other_settings(tmp_path):
                                   "LabApp": {"collaborative": False}}))
     assert installer.main(["--prefix", str(tmp_path)]) == 0
     written = json.loads(config.read_text())
-    assert written == {"ServerApp": {"jpserver_extensions": {"other": True, "course_lib.jupyter_font": True}, "port": 9000},
+    assert written == {"ServerApp": {"jpserver_extensions": {"other": True, "course_book.jupyter_font": True}, "port": 9000},
                        "LabApp": {"collaborative": False, "custom_css": True}}
     assert installer.main(["--prefix", str(tmp_path)]) == 0 and json.loads(config.read_text()) == written
 
@@ -72,4 +72,4 @@ def test_this_environment_has_it_after_make_install():
         pytest.skip(f"{path} is missing: this environment was not set up by make install")
     config = json.loads(path.read_text())
     assert config["LabApp"]["custom_css"] is True
-    assert config["ServerApp"]["jpserver_extensions"]["course_lib.jupyter_font"] is True
+    assert config["ServerApp"]["jpserver_extensions"]["course_book.jupyter_font"] is True

@@ -71,13 +71,14 @@ def _version_output(main, capsys) -> str:
 
 
 def test_commands_print_the_version(capsys):
-    from course_lib import check, translate
-    from course_lib.grading import cli
+    from course_exercises import check
+    from course_lib import translate
+    from course_grader import cli
 
     assert _version_output(translate.main, capsys) == f"python -m course_lib.translate {VERSION}"
-    assert _version_output(check.main, capsys) == f"python -m course_lib.check {VERSION}"
+    assert _version_output(check.main, capsys) == f"python -m course_exercises.check {VERSION}"
     # the parser only: cli.main would make this process a child subreaper if it went on
-    assert _version_output(cli.build_parser().parse_args, capsys) == f"python -m course_lib.grading {VERSION}"
+    assert _version_output(cli.build_parser().parse_args, capsys) == f"python -m course_grader {VERSION}"
 
 
 def test_translate_module_command_prints_the_version():

@@ -1,4 +1,4 @@
-"""Tests of course_lib.viz: source display, heatmaps and the widget convention."""
+"""Tests of course_book.viz: source display, heatmaps and the widget convention."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from course_lib import viz  # noqa: E402
+from course_book import viz  # noqa: E402
 from course_lib.masks import causal_mask  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,7 +80,7 @@ def _decorated(y):
 
 def test_import_does_no_heavy_work():
     code = (
-        "import sys, course_lib.viz\n"
+        "import sys, course_book.viz\n"
         "heavy = [m for m in ('matplotlib', 'IPython', 'ipywidgets', 'numpy', 'torch')"
         " if m in sys.modules]\n"
         "print(heavy)"
@@ -113,7 +113,7 @@ def test_get_source_of_methods_properties_and_decorated_functions():
     assert "Property docstring" in viz.get_source(_Documented.prop).code
     assert viz.get_source(_decorated).code.startswith("@_decorator\ndef _decorated(y):")
     module = viz.get_source(viz)
-    assert module.first_line == 1 and module.path == "course_lib/viz.py"
+    assert module.first_line == 1 and module.path == "course_book/viz.py"
 
 
 def test_docstrings_can_be_removed_leaving_valid_code():
@@ -296,7 +296,7 @@ def test_heatmap_turns_short_column_labels_when_they_do_not_fit():
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from course_lib.viz import plot_heatmap
+    from course_book.viz import plot_heatmap
 
     tokens = "the cat sat on the mat".split()
     fig, axes = plt.subplots(1, 4, figsize=(8, 2.8))
