@@ -254,6 +254,13 @@ def reference_message(message: str, solutions: Path) -> str:
     return "\n  ".join(["the --solutions notebooks do not pass their own cases:", *notebook_problems, *others])
 
 
+def sandbox_cell(info: SandboxInfo) -> str:
+    """The ``sandbox`` column of ``grades.csv`` for the rows this run grades: the mode, and in capitals when it
+    was unsafe or weaker than this machine allows (so the weakening shows beside every grade it concerns)."""
+    return (info.mode + ("" if info.safe else " (UNSAFE)")
+            + (" (WEAKER than this machine allows: see summary.json)" if info.weakened else ""))
+
+
 def weakened_line(info: SandboxInfo) -> str:
     """One line saying that the sandbox is weaker than this machine should allow, and why."""
     return (f"the sandbox is WEAKER than this machine allows: grading in mode {info.mode!r} because "
@@ -484,6 +491,7 @@ def main(argv: list[str] | None = None) -> int:
                 r.status = "crashed"
                 r.notes = [f"The grader could not grade this submission ({type(exc).__name__}); "
                            f"tell the instructor."]
+            r.sandbox = sandbox_cell(info)
             sub.notebooks.clear()  # the bytes are in the work folder no more: do not keep a class's notebooks
             r = merge_results(earlier.results.get(r.student), r, ref.chapters)
             write_student_files(out_dir, r)

@@ -71,6 +71,7 @@ STATUSES = ("ok", "timeout", "crashed", "memory", "unreadable", "missing", "inva
             "missing submission")
 #: fields added after the first grade records were written (an older ``grade.json`` lacks them)
 _LATER_FIELDS = ("exercise_notes", "chapter_graded_at", "chapter_manifest", "child_notes")
+_LATER_TEXT_FIELDS = ("sandbox",)  # strings added later still: records written before them get ""
 #: the most characters of the child's own text (:mod:`.quoting`) each report shows: the notes about the
 #: notebooks, and the error text of one case (feedback.md shows one case per exercise in full)
 FEEDBACK_NOTES_CHARS, DETAILS_NOTES_CHARS, CASE_ERROR_CHARS = 1200, 8000, 800
@@ -109,6 +110,9 @@ class StudentResult:
         chapter_manifest: chapter -> SHA-256 of the manifest it was graded against.
         child_notes: chapter -> what the child said about that notebook (why it cannot be read, one note per
             skipped cell): untrusted text, only ever shown quoted after the grader's lines (:mod:`.quoting`).
+        sandbox: the sandbox of the run that last graded this submission, in words (the mode, and whether it was
+            unsafe or weaker than that machine allows: :func:`course_grader.cli.sandbox_cell`); a column of
+            ``grades.csv``, so a weakened run shows on every row it graded.
     """
 
     student: str
@@ -131,6 +135,7 @@ class StudentResult:
     chapter_graded_at: dict[str, str] = field(default_factory=dict)
     chapter_manifest: dict[str, str] = field(default_factory=dict)
     child_notes: dict[str, list[str]] = field(default_factory=dict)
+    sandbox: str = ""
 
     def to_json(self) -> dict:
         """A JSON-able dict (``reused`` excluded)."""
@@ -150,9 +155,11 @@ class StudentResult:
             raise ValueError("not a grade record: not an object")
         try:
             obj = cls(**{k: d[k] for k in cls.__dataclass_fields__
-                         if k != "reused" and (k in d or k not in _LATER_FIELDS)})
+                         if k != "reused" and (k in d or k not in (*_LATER_FIELDS, *_LATER_TEXT_FIELDS))})
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not a grade record: {exc}") from None
+        if not all(isinstance(getattr(obj, name), str) for name in _LATER_TEXT_FIELDS):
+            raise ValueError("not a grade record: bad sandbox")
         for name in _LATER_FIELDS:
             value = getattr(obj, name)
             if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
@@ -210,7 +217,8 @@ def grades_csv(results: list[StudentResult], exercises: list[str], sources: dict
     """The text of ``grades.csv``: a header, then one row per result (sorted by student).
 
     An exercise the student's record does not have (a chapter never graded for them) is an empty cell, not 0;
-    the last column, ``graded``, says when each chapter was graded (:func:`graded_cell`).
+    ``sandbox`` says which sandbox last graded the row (a run in a weaker sandbox than its machine allows says so
+    on every row it graded); the last column, ``graded``, says when each chapter was graded (:func:`graded_cell`).
 
     Args:
         results: one per submission.
@@ -222,12 +230,12 @@ def grades_csv(results: list[StudentResult], exercises: list[str], sources: dict
     writer = csv.writer(buf, lineterminator="\n")
     source_col = ["source"] if sources is not None else []
     writer.writerow(["student", *source_col, "score", "max", *exercises, "status", "runtime", "flags",
-                     "submission_hash", "graded"])
+                     "sandbox", "submission_hash", "graded"])
     for r in sorted(results, key=lambda r: r.student):
         source = [_csv_safe(sources.get(r.student, ""))] if sources is not None else []
         points = (r.exercises.get(e, 0) if e in r.exercises or e in r.exercises_max else "" for e in exercises)
         writer.writerow([_csv_safe(r.student), *source, r.score, r.max_score, *points, _csv_safe(r.status),
-                         f"{r.runtime:.1f}", _csv_safe("; ".join(r.flags)), _csv_safe(r.submission_hash),
+                         f"{r.runtime:.1f}", _csv_safe("; ".join(r.flags)), _csv_safe(r.sandbox), _csv_safe(r.submission_hash),
                          _csv_safe(graded_cell(r))])
     return buf.getvalue()
 
@@ -943,7 +951,8 @@ def merge_results(earlier: StudentResult | None, now: StudentResult, chapters: l
                            **now.chapter_graded_at},
         chapter_manifest={**{ch: earlier.chapter_manifest.get(ch) or earlier.manifest_hash for ch in kept},
                           **now.chapter_manifest},
-        child_notes={**{ch: n for ch, n in earlier.child_notes.items() if ch in kept}, **now.child_notes})
+        child_notes={**{ch: n for ch, n in earlier.child_notes.items() if ch in kept}, **now.child_notes},
+        sandbox=now.sandbox)
     return merged
 
 

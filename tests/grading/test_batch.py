@@ -169,6 +169,7 @@ def test_summary_names_versions_and_manifest_hash(batch):
     assert s["sandbox"]["cgroups_hidden"] is True and s["sandbox"]["userns_denied"] is True
     assert s["sandbox"]["weakened"] == []
     assert s["sandbox"]["safe"] is True, "the tests run where the safe sandbox works (root, unshare)"
+    assert {batch.rows[name]["sandbox"] for name in NAMES} == {s["sandbox"]["mode"]}  # plain: nothing weakened
 
 
 def test_no_process_left_and_nothing_written_later(batch, marker_dir, work_tmp):

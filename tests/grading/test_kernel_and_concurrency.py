@@ -246,7 +246,8 @@ def test_venv_under_a_closed_home_keeps_the_full_sandbox(tmp_path, work_tmp):
 @needs_root
 def test_a_weaker_sandbox_than_the_machine_allows_is_said_loudly(tmp_path, work_tmp):
     """When the namespaces sandbox fails here (simulated: its probe child reports an error), the grader
-    falls back to userns and says so on stderr (at the start and at the end) and in summary.json."""
+    falls back to userns and says so on stderr (at the start and at the end), in summary.json and in the sandbox
+    column of every row of grades.csv it graded."""
     subs = tmp_path / "subs"
     write_folder(subs / "full", {NB["06"]: notebook("06")})
     code = f"""
@@ -267,6 +268,7 @@ sys.exit(cli.main([{str(subs)!r}, "--out", {str(tmp_path / 'out')!r}, "--chapter
     assert len(warnings) == 2 and all("'userns'" in w and "simulated failure" in w for w in warnings), proc.stderr
     assert proc.stderr.rstrip().splitlines()[-1] == warnings[-1]  # the last word of the run
     assert "sandbox userns" in proc.stdout.splitlines()[-1]
+    assert run.rows["full"]["sandbox"].startswith("userns (WEAKER than this machine allows"), run.rows["full"]
 
 
 # ---------------------------------------------------------------------------

@@ -279,7 +279,7 @@ def _result(**kw) -> StudentResult:
 def test_grades_csv_defuses_formulas_and_keeps_columns():
     text = grades_csv([_result()], ["4.1", "10.2"])
     header, row = text.splitlines()
-    assert header == "student,score,max,4.1,10.2,status,runtime,flags,submission_hash,graded"
+    assert header == "student,score,max,4.1,10.2,status,runtime,flags,sandbox,submission_hash,graded"
     assert row.startswith("'=HYPERLINK(1),2,3,2,,ok,")  # 10.2 was never graded for this student: empty
 
 
