@@ -32,9 +32,9 @@ the newest token (``model.new_cache()`` + ``model.decode(..., cache=cache)``).
 ``use_cache=False`` recomputes the whole prefix every step (same results, up
 to float rounding; slower).
 
-The model must provide ``encode(src, src_mask) -> memory`` and
-``decode(tgt, memory, memory_mask[, cache=...]) -> logits`` (the mask passed
-positionally), like
+The model must provide ``encode(src, *, src_mask) -> memory`` and
+``decode(tgt, memory, *, memory_mask[, cache]) -> logits`` (masks passed by
+keyword, as everywhere in the course), like
 :class:`course_lib.model.Transformer`; ``new_cache()`` is needed only with
 ``use_cache=True``.
 
@@ -467,8 +467,8 @@ def next_token_logits(model: nn.Module, ys: Tensor, memory: Tensor, memory_mask:
     With a cache only the newest token is fed (the cache holds the rest).
     """
     if cache is not None:
-        return model.decode(ys[:, -1:], memory, memory_mask, cache=cache)[:, -1].float()
-    return model.decode(ys, memory, memory_mask)[:, -1].float()
+        return model.decode(ys[:, -1:], memory, memory_mask=memory_mask, cache=cache)[:, -1].float()
+    return model.decode(ys, memory, memory_mask=memory_mask)[:, -1].float()
 
 
 def constrain_logits(logits: Tensor, generated: Tensor, config: GenerationConfig) -> Tensor:
@@ -623,7 +623,7 @@ def generate(
     batch, device = src.size(0), src.device
     with eval_mode(model):
         src_mask = source_mask_for(model, src, src_mask, config.pad_id)
-        memory = model.encode(src, src_mask)  # the encoder runs once
+        memory = model.encode(src, src_mask=src_mask)  # the encoder runs once
         cache = open_cache(model, config.use_cache)
         out = torch.full((batch, n_new), config.pad_id, dtype=torch.long, device=device)
         alive = torch.arange(batch, device=device)  # the original rows still generating
@@ -680,7 +680,7 @@ def beam_generate(
     batch, k, alpha, device = src.size(0), config.beam_size, config.length_penalty_alpha, src.device
     with eval_mode(model):
         src_mask = source_mask_for(model, src, src_mask, config.pad_id)
-        memory, mask = repeat_for_beams(model.encode(src, src_mask), src_mask, k)  # (batch * k, ...)
+        memory, mask = repeat_for_beams(model.encode(src, src_mask=src_mask), src_mask, k)  # (batch * k, ...)
         cache = open_cache(model, config.use_cache)
         ys = torch.full((batch * k, 1), config.bos_id, dtype=torch.long, device=device)
         beam_logp = torch.full((batch, k), NEG_INF, device=device)
