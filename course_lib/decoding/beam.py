@@ -10,7 +10,15 @@ from .config import GenerationConfig
 from .logits import constrain_logits
 from .steps import eval_mode, max_new_tokens, next_token_logits, open_cache, select_rows, source_mask_for
 
-__all__ = ["beam_generate", "beam_search", "length_penalty", "FinishedHypotheses", "repeat_for_beams", "search_is_over", "NEG_INF"]
+__all__ = [
+    "beam_generate",
+    "beam_search",
+    "length_penalty",
+    "FinishedHypotheses",
+    "repeat_for_beams",
+    "search_is_over",
+    "NEG_INF",
+]
 
 
 def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:

@@ -14,7 +14,14 @@ from ..validation import as_int
 from .config import GenerationConfig
 from .sampling import choose_next_token
 
-__all__ = ["next_tokens", "constrain_logits", "apply_repetition_penalty", "block_repeated_ngrams", "forbid_special_tokens", "check_logits_and_generated"]
+__all__ = [
+    "next_tokens",
+    "constrain_logits",
+    "apply_repetition_penalty",
+    "block_repeated_ngrams",
+    "forbid_special_tokens",
+    "check_logits_and_generated",
+]
 
 
 def apply_repetition_penalty(

@@ -9,7 +9,16 @@ from torch import Tensor, nn
 
 from ..validation import model_setting
 
-__all__ = ["max_new_tokens", "eval_mode", "source_mask_for", "open_cache", "next_token_logits", "still_running", "select_rows", "keep_rows"]
+__all__ = [
+    "max_new_tokens",
+    "eval_mode",
+    "source_mask_for",
+    "open_cache",
+    "next_token_logits",
+    "still_running",
+    "select_rows",
+    "keep_rows",
+]
 
 
 def max_new_tokens(model: nn.Module, src_len: int, max_len: int | None) -> int:

@@ -7,10 +7,10 @@ from typing import Any, Iterable, Iterator
 import torch
 from torch import Tensor
 
-__all__ = ["unpack_batch"]
+__all__ = ["unpack_batch", "count_target_tokens", "epoch_batches", "group_target_tokens", "step_groups"]
 
 
-def _count_tokens(tgt_out: Tensor, pad_id: int | None) -> int:
+def count_target_tokens(tgt_out: Tensor, pad_id: int | None) -> int:
     """Target tokens that count in the loss (all of them when ``pad_id`` is ``None``)."""
     return int((tgt_out != pad_id).sum()) if pad_id is not None else tgt_out.numel()
 
@@ -44,11 +44,11 @@ def unpack_batch(batch: Any, device: torch.device | None = None) -> tuple[Tensor
     return tuple(None if t is None else t.to(device, non_blocking=True) for t in parts)  # type: ignore[return-value]
 
 
-def _epoch_stream(train_data: Any, epoch: int) -> Iterable[Any]:
+def epoch_batches(train_data: Any, epoch: int) -> Iterable[Any]:
     return train_data(epoch) if callable(train_data) else train_data
 
 
-def _groups(it: Iterator[Any], size: int, consumed: int) -> Iterator[tuple[int, list[Any]]]:
+def step_groups(it: Iterator[Any], size: int, consumed: int) -> Iterator[tuple[int, list[Any]]]:
     """Yield (raw batches consumed so far, group of `size` raw batches) from an iterator."""
     group: list[Any] = []
     for batch in it:
@@ -59,6 +59,6 @@ def _groups(it: Iterator[Any], size: int, consumed: int) -> Iterator[tuple[int, 
             group = []
 
 
-def _group_tokens(group: list[Any], pad_id: int | None) -> int:
+def group_target_tokens(group: list[Any], pad_id: int | None) -> int:
     """Target tokens of all the batches of ``group`` (at least 1)."""
-    return max(1, sum(_count_tokens(unpack_batch(b)[2], pad_id) for b in group))
+    return max(1, sum(count_target_tokens(unpack_batch(b)[2], pad_id) for b in group))

@@ -13,13 +13,20 @@ from torch import nn
 
 from .config import TrainConfig
 
-__all__ = ["save_checkpoint", "load_checkpoint", "model_from_checkpoint", "export_for_inference"]
+__all__ = [
+    "save_checkpoint",
+    "load_checkpoint",
+    "model_from_checkpoint",
+    "export_for_inference",
+    "rng_state",
+    "set_rng_state",
+]
 
 
 CHECKPOINT_FORMAT = "course_lib.training.checkpoint/1"
 
 
-def _rng_state() -> dict[str, Any]:
+def rng_state() -> dict[str, Any]:
     state: dict[str, Any] = {"torch": torch.get_rng_state(), "python": json.dumps(_py_state_to_list(random.getstate()))}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
@@ -31,7 +38,7 @@ def _py_state_to_list(state: tuple) -> list:
     return [version, list(internal), gauss]
 
 
-def _set_rng_state(state: dict[str, Any]) -> None:
+def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     version, internal, gauss = json.loads(state["python"])
     random.setstate((version, tuple(internal), gauss))
@@ -116,7 +123,7 @@ def save_checkpoint(
         "scaler": scaler.state_dict() if scaler is not None else None,
         "train_config": train_config.to_dict() if train_config is not None else None,
         "tokenizers": _serialize_tokenizers(tokenizers),
-        "rng": _rng_state(),
+        "rng": rng_state(),
         "extra": dict(extra or {}),
     }
     return _atomic_torch_save(ckpt, path)

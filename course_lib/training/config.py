@@ -6,9 +6,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..validation import check_choice, check_int, check_number, check_probability, config_from_dict
-from .loss import _CONVENTIONS
+from .loss import LOSS_CONVENTIONS
 
-__all__ = ["TrainConfig"]
+__all__ = ["TrainConfig", "AMP_MODES"]
 
 
 _SCHEDULES = ("noam", "warmup_cosine", "warmup_constant")
@@ -17,7 +17,7 @@ _SCHEDULES = ("noam", "warmup_cosine", "warmup_constant")
 _OPTIMIZERS = ("adam", "adamw")
 
 
-_AMP = ("auto", "off", "fp16", "bf16")
+AMP_MODES = ("auto", "off", "fp16", "bf16")
 
 
 _NORMALIZATIONS = ("batches", "tokens")
@@ -116,8 +116,8 @@ class TrainConfig:
         check_int(self.max_steps, "max_steps")
         check_choice(self.optimizer, "optimizer", _OPTIMIZERS)
         check_choice(self.schedule, "schedule", _SCHEDULES)
-        check_choice(self.smoothing_convention, "smoothing_convention", _CONVENTIONS)
-        check_choice(self.amp, "amp", _AMP)
+        check_choice(self.smoothing_convention, "smoothing_convention", LOSS_CONVENTIONS)
+        check_choice(self.amp, "amp", AMP_MODES)
         check_choice(self.loss_normalization, "loss_normalization", _NORMALIZATIONS)
         check_int(self.accumulation_steps, "accumulation_steps")
         noam = self.schedule == "noam"

@@ -20,16 +20,32 @@ import torch
 from torch import Tensor, nn
 
 from ..validation import model_setting
-from .batches import _count_tokens, _epoch_stream, _group_tokens, _groups, unpack_batch
-from .checkpoints import _set_rng_state, load_checkpoint, save_checkpoint
+from .batches import count_target_tokens, epoch_batches, group_target_tokens, step_groups, unpack_batch
+from .checkpoints import set_rng_state, load_checkpoint, save_checkpoint
 from .config import TrainConfig
 from .loss import label_smoothed_cross_entropy
 from .optimizer import build_optimizer, build_scheduler
-from .parallel import _dist_info, ddp_no_sync, reduce_step_stats
+from .parallel import process_rank_and_world, ddp_no_sync, reduce_step_stats
 from .precision import mixed_precision
 from .state import TrainState
 
-__all__ = ["TrainResult", "TrainingDivergedError", "train", "start_training", "step_batches", "train_step", "normalize_loss", "mean_attention_entropy", "raise_if_diverged", "clip_gradients", "TrainLog", "validate", "save_train_state", "stop_reason", "evaluate_loss"]
+__all__ = [
+    "TrainResult",
+    "TrainingDivergedError",
+    "train",
+    "start_training",
+    "step_batches",
+    "train_step",
+    "normalize_loss",
+    "mean_attention_entropy",
+    "raise_if_diverged",
+    "clip_gradients",
+    "TrainLog",
+    "validate",
+    "save_train_state",
+    "stop_reason",
+    "evaluate_loss",
+]
 
 
 _END = object()
@@ -96,7 +112,7 @@ def evaluate_loss(model: nn.Module, batches: Iterable[Any], pad_id: int | None =
             src, tgt_in, tgt_out, src_mask, tgt_mask = unpack_batch(batch, device)
             logits = module(src, tgt_in, src_mask=src_mask, tgt_mask=tgt_mask)
             total += float(label_smoothed_cross_entropy(logits, tgt_out, 0.0, pad_id, reduction="sum"))
-            count += _count_tokens(tgt_out, pad_id)
+            count += count_target_tokens(tgt_out, pad_id)
     finally:
         module.train(was_training)
     loss = total / max(count, 1)
@@ -253,7 +269,7 @@ def start_training(
             ``config.d_model``; ``amp="fp16"`` without CUDA.
     """
     device = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    rank, world = _dist_info()
+    rank, world = process_rank_and_world()
     module = getattr(model, "module", model).to(device)
     d_model = model_setting(module, "d_model")
     if d_model is None and config.schedule == "noam":
@@ -311,7 +327,7 @@ def step_batches(train_data: Callable[[int], Iterable[Any]] | Iterable[Any], sta
     """
     size = state.world * state.config.accumulation_steps
     while state.step < state.config.max_steps:
-        stream = iter(_epoch_stream(train_data, state.epoch))
+        stream = iter(epoch_batches(train_data, state.epoch))
         for _ in range(state.skip):
             if next(stream, _END) is _END:
                 break
@@ -319,10 +335,10 @@ def step_batches(train_data: Callable[[int], Iterable[Any]] | Iterable[Any], sta
             # Restore the random state only now: creating a DataLoader
             # iterator draws from the global generator, which the
             # uninterrupted run did at the start of the epoch, not here.
-            _set_rng_state(state.pending_rng)
+            set_rng_state(state.pending_rng)
             state.pending_rng = None
         progressed = False
-        for consumed, group in _groups(stream, size, state.skip):
+        for consumed, group in step_groups(stream, size, state.skip):
             progressed = True
             state.position = {"epoch": state.epoch, "batch": consumed}  # consumed counts from state.skip
             yield group
@@ -364,7 +380,7 @@ def train_step(state: TrainState, group: list[Any]) -> dict[str, Any]:
     micro_batches = group[state.rank * config.accumulation_steps : (state.rank + 1) * config.accumulation_steps]
     want_entropy = hasattr(model, "record_attention") and _due(config.entropy_every, state.step)
     by_tokens = config.loss_normalization == "tokens"
-    group_tokens = _group_tokens(group, config.pad_id) if by_tokens else None  # of all processes: each sees the group
+    group_tokens = group_target_tokens(group, config.pad_id) if by_tokens else None  # of all processes: each sees the group
     optimizer.zero_grad(set_to_none=True)
     loss_sum, n_tokens = torch.zeros((), device=state.device), 0
     for i, batch in enumerate(micro_batches):
@@ -382,7 +398,7 @@ def train_step(state: TrainState, group: list[Any]) -> dict[str, Any]:
             scaled = normalize_loss(loss, state, group_tokens)
             (scaler.scale(scaled) if scaler is not None else scaled).backward()
         loss_sum += loss.detach()
-        n_tokens += _count_tokens(tgt_out, config.pad_id)
+        n_tokens += count_target_tokens(tgt_out, config.pad_id)
     entropy = mean_attention_entropy(model) if want_entropy else None
     step_loss, step_tokens = reduce_step_stats(state, normalize_loss(loss_sum, state, group_tokens), n_tokens)
     raise_if_diverged(state.step, lr, step_loss)

@@ -7,10 +7,10 @@ from torch import Tensor, nn
 
 from ..validation import check_choice, check_probability, check_token_ids
 
-__all__ = ["label_smoothed_cross_entropy", "LabelSmoothingLoss"]
+__all__ = ["label_smoothed_cross_entropy", "LabelSmoothingLoss", "LOSS_CONVENTIONS"]
 
 
-_CONVENTIONS = ("pytorch", "annotated")
+LOSS_CONVENTIONS = ("pytorch", "annotated")
 
 
 def label_smoothed_cross_entropy(
@@ -80,7 +80,7 @@ def label_smoothed_cross_entropy(
         )
     check_token_ids(target, "target", ndim=None, what="class ids")
     check_probability(label_smoothing, "label_smoothing")
-    check_choice(convention, "convention", _CONVENTIONS)
+    check_choice(convention, "convention", LOSS_CONVENTIONS)
     check_choice(reduction, "reduction", ("mean", "sum", "none"))
     n_classes = logits.size(-1)
     logp = torch.log_softmax(logits.float(), dim=-1)
@@ -132,7 +132,7 @@ class LabelSmoothingLoss(nn.Module):
 
     def __init__(self, label_smoothing: float = 0.1, pad_id: int | None = 0, convention: str = "pytorch", reduction: str = "mean") -> None:
         super().__init__()
-        check_choice(convention, "convention", _CONVENTIONS)
+        check_choice(convention, "convention", LOSS_CONVENTIONS)
         check_probability(label_smoothing, "label_smoothing")
         self.label_smoothing = label_smoothing
         self.pad_id = pad_id

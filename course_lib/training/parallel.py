@@ -10,10 +10,10 @@ from torch import Tensor
 
 from .state import TrainState
 
-__all__ = ["ddp_no_sync", "reduce_step_stats", "init_distributed"]
+__all__ = ["ddp_no_sync", "reduce_step_stats", "init_distributed", "process_rank_and_world"]
 
 
-def _dist_info() -> tuple[int, int]:
+def process_rank_and_world() -> tuple[int, int]:
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():

@@ -8,7 +8,7 @@ from typing import Any, Callable
 import torch
 
 from ..validation import check_choice
-from .config import _AMP
+from .config import AMP_MODES
 
 __all__ = ["cpu_supports_bf16", "mixed_precision"]
 
@@ -57,7 +57,7 @@ def mixed_precision(amp: str, device: str | torch.device) -> tuple[Callable[[], 
     Precision Training" (loss scaling).
     """
     device = torch.device(device)
-    check_choice(amp, "amp", _AMP)
+    check_choice(amp, "amp", AMP_MODES)
     if amp == "auto":
         amp = "fp16" if device.type == "cuda" else "off"
     if amp == "off":
