@@ -357,7 +357,7 @@ class Transformer(nn.Module):
 
     def source_mask(self, src: Tensor) -> Tensor | None:
         """Default source mask: ``(batch, 1, 1, src_len)`` or ``None`` without ``pad_id``."""
-        return None if self.config.pad_id is None else padding_mask(src, self.config.pad_id)
+        return None if self.config.pad_id is None else padding_mask(src, self.config.pad_id)  # (batch, 1, 1, src_len)
 
     def target_mask(self, tgt: Tensor, cache: DecoderCache | None = None) -> Tensor:
         """Default mask of the decoder self-attention for ``tgt`` ``(batch, tgt_len)``.
@@ -368,9 +368,9 @@ class Transformer(nn.Module):
         position and, among themselves, only earlier ones (chapter 10).
         """
         if cache is None or cache.length == 0:
-            return decoder_self_attention_mask(tgt, self.config.pad_id)
+            return decoder_self_attention_mask(tgt, self.config.pad_id)  # (batch, 1, tgt_len, tgt_len)
         past, new = cache.length, tgt.size(1)
-        return causal_mask(past + new, device=tgt.device)[:, :, past:, :]
+        return causal_mask(past + new, device=tgt.device)[:, :, past:, :]  # (1, 1, new, past + new)
 
     def check_encode_inputs(self, src: Tensor, *, src_mask: Tensor | None = None) -> None:
         """Check the arguments of :meth:`encode`, raising ``ValueError``/``TypeError`` naming ``src`` or ``src_mask``."""

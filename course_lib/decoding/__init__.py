@@ -53,7 +53,7 @@ Mask convention (see :mod:`course_lib.masks`): bool, ``True`` = may attend;
 """
 
 from .config import GenerationConfig
-from .greedy import generate, greedy_decode, sample
+from .greedy import generate, greedy_decode, sample, check_generate_inputs
 from .beam import (
     beam_generate,
     beam_search,
@@ -70,8 +70,17 @@ from .logits import (
     block_repeated_ngrams,
     forbid_special_tokens,
     check_logits_and_generated,
+    check_repetition_penalty_inputs,
+    check_ngram_inputs,
 )
-from .sampling import top_k_filter, top_p_filter, choose_next_token
+from .sampling import (
+    top_k_filter,
+    top_p_filter,
+    choose_next_token,
+    check_top_k,
+    check_top_p,
+    check_sampling_inputs,
+)
 from .steps import (
     max_new_tokens,
     eval_mode,
@@ -88,21 +97,28 @@ __all__ = [
     "generate",
     "greedy_decode",
     "sample",
+    "check_generate_inputs",
     "beam_generate",
     "beam_search",
     "length_penalty",
     "FinishedHypotheses",
     "repeat_for_beams",
     "search_is_over",
+    "NEG_INF",
     "next_tokens",
     "constrain_logits",
     "apply_repetition_penalty",
     "block_repeated_ngrams",
     "forbid_special_tokens",
     "check_logits_and_generated",
+    "check_repetition_penalty_inputs",
+    "check_ngram_inputs",
     "top_k_filter",
     "top_p_filter",
     "choose_next_token",
+    "check_top_k",
+    "check_top_p",
+    "check_sampling_inputs",
     "max_new_tokens",
     "eval_mode",
     "source_mask_for",
@@ -111,5 +127,4 @@ __all__ = [
     "still_running",
     "select_rows",
     "keep_rows",
-    "NEG_INF",
 ]

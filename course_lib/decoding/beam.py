@@ -118,28 +118,28 @@ def beam_generate(
 
     Source: chapter 10; Wu et al. (2016), section 7.
     """
-    check_token_ids(src, "src")
+    check_token_ids(src, "src")  # the model checks the rest when it encodes
     n_new = max_new_tokens(model, src.size(1), config.max_len)
     batch, k, alpha, device = src.size(0), config.beam_size, config.length_penalty_alpha, src.device
     with eval_mode(model):
         src_mask = source_mask_for(model, src, src_mask, config.pad_id)
         memory, mask = repeat_for_beams(model.encode(src, src_mask=src_mask), src_mask, k)  # (batch * k, ...)
         cache = open_cache(model, config.use_cache)
-        ys = torch.full((batch * k, 1), config.bos_id, dtype=torch.long, device=device)
-        beam_logp = torch.full((batch, k), NEG_INF, device=device)
+        ys = torch.full((batch * k, 1), config.bos_id, dtype=torch.long, device=device)  # (batch * k, 1 + t)
+        beam_logp = torch.full((batch, k), NEG_INF, device=device)  # (batch, k): log p of each open hypothesis
         beam_logp[:, 0] = 0.0  # one open hypothesis (<bos>) per sentence at the start
         finished = FinishedHypotheses(batch, device)
         done = torch.zeros(batch, dtype=torch.bool, device=device)
         offsets = (torch.arange(batch, device=device) * k)[:, None]  # (batch, 1): first row of each sentence
         for t in range(1, n_new + 1):
-            logits = next_token_logits(model, ys, memory, mask, cache)
+            logits = next_token_logits(model, ys, memory, mask, cache)  # (batch * k, V)
             logp = constrain_logits(torch.log_softmax(logits, dim=-1), ys[:, 1:], config)  # (batch * k, V)
             vocab = logp.size(-1)
             # expand: every open hypothesis by every token; keep the k best of the k * V candidates
-            cand = (beam_logp[:, :, None] + logp.view(batch, k, vocab)).view(batch, k * vocab)
+            cand = (beam_logp[:, :, None] + logp.view(batch, k, vocab)).view(batch, k * vocab)  # (batch, k * V)
             top_logp, top_idx = cand.topk(k, dim=-1)  # (batch, k)
-            parent = (offsets + torch.div(top_idx, vocab, rounding_mode="floor")).view(-1)
-            token = top_idx % vocab
+            parent = (offsets + torch.div(top_idx, vocab, rounding_mode="floor")).view(-1)  # (batch * k,) rows
+            token = top_idx % vocab  # (batch, k)
             ys = torch.cat([ys.index_select(0, parent), token.view(-1, 1)], dim=1)
             if cache is not None:
                 cache.reorder(parent)

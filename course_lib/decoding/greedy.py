@@ -10,7 +10,18 @@ from .config import GenerationConfig
 from .logits import next_tokens
 from .steps import eval_mode, keep_rows, max_new_tokens, next_token_logits, open_cache, source_mask_for, still_running
 
-__all__ = ["generate", "greedy_decode", "sample"]
+__all__ = ["generate", "greedy_decode", "sample", "check_generate_inputs"]
+
+
+def check_generate_inputs(src: Tensor, config: GenerationConfig) -> None:
+    """Raise ``ValueError`` unless ``src`` is ``(batch, src_len)`` integer ids and ``config.beam_size == 1``.
+
+    A plain call, not :func:`course_lib.validation.checked_by`: the model's own
+    entry points (``encode``, ``decode``) still check what they receive.
+    """
+    check_token_ids(src, "src")
+    if config.beam_size != 1:
+        raise ValueError(f"generate picks one token per step; for beam_size={config.beam_size} use beam_generate")
 
 
 def generate(
@@ -50,18 +61,16 @@ def generate(
 
     Source: chapter 10.
     """
-    check_token_ids(src, "src")
-    if config.beam_size != 1:
-        raise ValueError(f"generate picks one token per step; for beam_size={config.beam_size} use beam_generate")
+    check_generate_inputs(src, config)
     n_new = max_new_tokens(model, src.size(1), config.max_len)
     batch, device = src.size(0), src.device
     with eval_mode(model):
         src_mask = source_mask_for(model, src, src_mask, config.pad_id)
-        memory = model.encode(src, src_mask=src_mask)  # the encoder runs once
+        memory = model.encode(src, src_mask=src_mask)  # (batch, src_len, d_model): the encoder runs once
         cache = open_cache(model, config.use_cache)
-        out = torch.full((batch, n_new), config.pad_id, dtype=torch.long, device=device)
-        alive = torch.arange(batch, device=device)  # the original rows still generating
-        ys = torch.full((batch, 1), config.bos_id, dtype=torch.long, device=device)  # their prefixes
+        out = torch.full((batch, n_new), config.pad_id, dtype=torch.long, device=device)  # (batch, n_new)
+        alive = torch.arange(batch, device=device)  # (rows,): the original rows still generating
+        ys = torch.full((batch, 1), config.bos_id, dtype=torch.long, device=device)  # (rows, 1 + t): their prefixes
         all_logits, steps = [], 0
         for t in range(n_new):
             logits = next_token_logits(model, ys, memory, src_mask, cache)  # (rows, V)

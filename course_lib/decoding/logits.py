@@ -7,10 +7,12 @@ or a draw (:mod:`course_lib.decoding.sampling`).
 
 from __future__ import annotations
 
+import operator
+
 import torch
 from torch import Tensor
 
-from ..validation import as_int
+from ..validation import as_int, checked_by
 from .config import GenerationConfig
 from .sampling import choose_next_token
 
@@ -21,9 +23,21 @@ __all__ = [
     "block_repeated_ngrams",
     "forbid_special_tokens",
     "check_logits_and_generated",
+    "check_repetition_penalty_inputs",
+    "check_ngram_inputs",
 ]
 
 
+def check_repetition_penalty_inputs(
+    logits: Tensor, generated: Tensor, penalty: float, ignore_ids: tuple[int, ...] | list[int] = ()
+) -> None:
+    """Raise ``ValueError`` unless ``penalty > 0`` and the shapes suit :func:`apply_repetition_penalty`."""
+    if not penalty > 0:
+        raise ValueError(f"penalty must be > 0; got {penalty}")
+    check_logits_and_generated(logits, generated)
+
+
+@checked_by(check_repetition_penalty_inputs)
 def apply_repetition_penalty(
     logits: Tensor, generated: Tensor, penalty: float, ignore_ids: tuple[int, ...] | list[int] = ()
 ) -> Tensor:
@@ -50,19 +64,28 @@ def apply_repetition_penalty(
     Source: Keskar et al. (2019), "CTRL: A Conditional Transformer Language
     Model for Controllable Generation", section 4.1; chapter 10.
     """
-    if not penalty > 0:
-        raise ValueError(f"penalty must be > 0; got {penalty}")
-    check_logits_and_generated(logits, generated)
     if penalty == 1.0 or generated.size(1) == 0:
         return logits.clone()
-    seen = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, generated.long(), True)
+    seen = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, generated.long(), True)  # (batch, V)
     for i in ignore_ids:
         if 0 <= i < logits.size(1):
             seen[:, i] = False
-    penalised = torch.where(logits > 0, logits / penalty, logits * penalty)
+    penalised = torch.where(logits > 0, logits / penalty, logits * penalty)  # (batch, V)
     return torch.where(seen, penalised, logits)
 
 
+def check_ngram_inputs(logits: Tensor, generated: Tensor, ngram_size: int) -> None:
+    """Raise ``ValueError`` for arguments :func:`block_repeated_ngrams` cannot take, naming them."""
+    as_int(ngram_size, "ngram_size", 0, hint=" (0 = off)")
+    check_logits_and_generated(logits, generated)
+    if generated.numel() and (int(generated.min()) < 0 or int(generated.max()) >= logits.size(1)):
+        raise ValueError(
+            f"generated must hold token ids in [0, {logits.size(1)}) (the logits' vocabulary); got ids from "
+            f"{int(generated.min())} to {int(generated.max())}"
+        )
+
+
+@checked_by(check_ngram_inputs)
 def block_repeated_ngrams(logits: Tensor, generated: Tensor, ngram_size: int) -> Tensor:
     """Forbid every next token that would repeat an n-gram already in ``generated``.
 
@@ -91,25 +114,18 @@ def block_repeated_ngrams(logits: Tensor, generated: Tensor, ngram_size: int) ->
     Source: Paulus et al. (2018), "A Deep Reinforced Model for Abstractive
     Summarization", section 2.5 (trigram blocking in beam search); chapter 10.
     """
-    ngram_size = as_int(ngram_size, "ngram_size", 0, hint=" (0 = off)")
-    check_logits_and_generated(logits, generated)
-    n = ngram_size
+    n = operator.index(ngram_size)  # a Python int (NumPy and torch integers accepted)
     if n == 0 or generated.size(1) < n:
         return logits.clone()
-    if generated.numel() and (int(generated.min()) < 0 or int(generated.max()) >= logits.size(1)):
-        raise ValueError(
-            f"generated must hold token ids in [0, {logits.size(1)}) (the logits' vocabulary); got ids from "
-            f"{int(generated.min())} to {int(generated.max())}"
-        )
     grams = generated.long().unfold(1, n, 1)  # (batch, t - n + 1, n): every n-gram so far
     if n == 1:
         match = torch.ones(grams.shape[:2], dtype=torch.bool, device=grams.device)
     else:
         prefix = generated[:, generated.size(1) - (n - 1):].long()  # (batch, n - 1): the last n - 1 tokens
         match = (grams[:, :, :-1] == prefix[:, None, :]).all(dim=-1)  # (batch, t - n + 1)
-    hits = torch.zeros(logits.shape, dtype=torch.int32, device=logits.device)
+    hits = torch.zeros(logits.shape, dtype=torch.int32, device=logits.device)  # (batch, V)
     hits.scatter_add_(1, grams[:, :, -1], match.to(torch.int32))
-    banned = hits > 0
+    banned = hits > 0  # (batch, V): tokens that would complete an n-gram seen before
     banned &= ~(banned | (logits == float("-inf"))).all(dim=-1, keepdim=True)
     return logits.masked_fill(banned, float("-inf"))
 
@@ -178,7 +194,7 @@ def next_tokens(logits: Tensor, generated: Tensor, config: GenerationConfig, gen
     With ``config.do_sample`` the draw is :func:`choose_next_token` (temperature,
     top-k, top-p) using ``generator``; otherwise the argmax (greedy decoding).
     """
-    logits = constrain_logits(logits, generated, config)
+    logits = constrain_logits(logits, generated, config)  # (rows, V)
     if not config.do_sample:
-        return logits.argmax(dim=-1)
+        return logits.argmax(dim=-1)  # (rows,)
     return choose_next_token(logits, config.temperature, config.top_k, config.top_p, generator)

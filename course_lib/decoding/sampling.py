@@ -5,9 +5,25 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["top_k_filter", "top_p_filter", "choose_next_token"]
+from ..validation import checked_by
+
+__all__ = [
+    "top_k_filter",
+    "top_p_filter",
+    "choose_next_token",
+    "check_top_k",
+    "check_top_p",
+    "check_sampling_inputs",
+]
 
 
+def check_top_k(logits: Tensor, top_k: int | None) -> None:
+    """Raise ``ValueError`` unless ``top_k`` is ``None`` or ``>= 0``."""
+    if top_k is not None and top_k < 0:
+        raise ValueError(f"top_k must be >= 0 (0 or None = off); got {top_k}")
+
+
+@checked_by(check_top_k)
 def top_k_filter(logits: Tensor, top_k: int | None) -> Tensor:
     """Keep the ``top_k`` largest logits of each row; set the others to ``-inf``.
 
@@ -29,13 +45,18 @@ def top_k_filter(logits: Tensor, top_k: int | None) -> Tensor:
     """
     if top_k is None or top_k == 0:
         return logits.clone()
-    if top_k < 0:
-        raise ValueError(f"top_k must be >= 0 (0 or None = off); got {top_k}")
     k = min(int(top_k), logits.size(-1))
-    kth = logits.topk(k, dim=-1).values[..., -1:]
+    kth = logits.topk(k, dim=-1).values[..., -1:]  # (..., 1): the k-th largest logit of each row
     return logits.masked_fill(logits < kth, float("-inf"))
 
 
+def check_top_p(logits: Tensor, top_p: float | None) -> None:
+    """Raise ``ValueError`` unless ``top_p`` is ``None`` or in ``(0, 1]``."""
+    if top_p is not None and not 0.0 < top_p <= 1.0:
+        raise ValueError(f"top_p must be in (0, 1]; got {top_p}")
+
+
+@checked_by(check_top_p)
 def top_p_filter(logits: Tensor, top_p: float | None) -> Tensor:
     """Nucleus filtering: keep the smallest set of most likely tokens whose probability reaches ``top_p``.
 
@@ -58,19 +79,30 @@ def top_p_filter(logits: Tensor, top_p: float | None) -> Tensor:
     Degeneration", section 3.1; chapter 10.
     """
     if top_p is None or top_p >= 1.0:
-        if top_p is not None and top_p > 1.0:
-            raise ValueError(f"top_p must be in (0, 1]; got {top_p}")
         return logits.clone()
-    if not top_p > 0.0:
-        raise ValueError(f"top_p must be in (0, 1]; got {top_p}")
-    sorted_logits, order = logits.sort(dim=-1, descending=True)
-    probs = torch.softmax(sorted_logits.float(), dim=-1)
-    before = probs.cumsum(dim=-1) - probs  # probability mass strictly before each token
+    sorted_logits, order = logits.sort(dim=-1, descending=True)  # (..., V) each
+    probs = torch.softmax(sorted_logits.float(), dim=-1)  # (..., V), largest first
+    before = probs.cumsum(dim=-1) - probs  # (..., V): probability mass strictly before each token
     remove_sorted = before >= top_p
-    remove = torch.zeros_like(remove_sorted).scatter(-1, order, remove_sorted)
+    remove = torch.zeros_like(remove_sorted).scatter(-1, order, remove_sorted)  # (..., V), back in vocabulary order
     return logits.masked_fill(remove, float("-inf"))
 
 
+def check_sampling_inputs(
+    logits: Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> None:
+    """Raise ``ValueError`` unless ``temperature >= 0`` and ``top_k``, ``top_p`` suit their filters."""
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0 (0 = argmax); got {temperature}")
+    check_top_k(logits, top_k)
+    check_top_p(logits, top_p)
+
+
+@checked_by(check_sampling_inputs)
 def choose_next_token(
     logits: Tensor,
     temperature: float = 1.0,
@@ -97,10 +129,8 @@ def choose_next_token(
 
     Source: chapter 10.
     """
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0 (0 = argmax); got {temperature}")
     if temperature == 0:
-        return logits.argmax(dim=-1)
-    scaled = top_p_filter(top_k_filter(logits.float() / temperature, top_k), top_p)
-    probs = torch.softmax(scaled, dim=-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        return logits.argmax(dim=-1)  # (batch,)
+    scaled = top_p_filter(top_k_filter(logits.float() / temperature, top_k), top_p)  # (batch, V)
+    probs = torch.softmax(scaled, dim=-1)  # (batch, V)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (batch,)

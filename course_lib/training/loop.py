@@ -384,14 +384,14 @@ def train_step(state: TrainState, group: list[Any]) -> dict[str, Any]:
     optimizer.zero_grad(set_to_none=True)
     loss_sum, n_tokens = torch.zeros((), device=state.device), 0
     for i, batch in enumerate(micro_batches):
-        src, tgt_in, tgt_out, src_mask, tgt_mask = unpack_batch(batch, state.device)
+        src, tgt_in, tgt_out, src_mask, tgt_mask = unpack_batch(batch, state.device)  # (batch, src_len), (batch, tgt_len) x 2
         last = i == len(micro_batches) - 1
         if want_entropy and last:
             model.record_attention(True)
         with ddp_no_sync(state, last):
             with state.autocast():
-                logits = state.ddp_model(src, tgt_in, src_mask=src_mask, tgt_mask=tgt_mask)
-            loss = label_smoothed_cross_entropy(
+                logits = state.ddp_model(src, tgt_in, src_mask=src_mask, tgt_mask=tgt_mask)  # (batch, tgt_len, V)
+            loss = label_smoothed_cross_entropy(  # a scalar
                 logits, tgt_out, config.label_smoothing, config.pad_id,
                 convention=config.smoothing_convention, reduction="sum" if by_tokens else "mean",
             )

@@ -5,14 +5,38 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..validation import check_choice, check_probability, check_token_ids
+from ..validation import check_choice, check_probability, check_token_ids, checked_by
 
-__all__ = ["label_smoothed_cross_entropy", "LabelSmoothingLoss", "LOSS_CONVENTIONS"]
+__all__ = ["label_smoothed_cross_entropy", "LabelSmoothingLoss", "LOSS_CONVENTIONS", "check_loss_inputs"]
 
 
 LOSS_CONVENTIONS = ("pytorch", "annotated")
 
 
+def check_loss_inputs(
+    logits: Tensor,
+    target: Tensor,
+    label_smoothing: float = 0.0,
+    pad_id: int | None = 0,
+    *,
+    convention: str = "pytorch",
+    reduction: str = "mean",
+) -> None:
+    """Raise ``ValueError`` naming the argument :func:`label_smoothed_cross_entropy` cannot take."""
+    if logits.dim() < 1 or logits.shape[:-1] != target.shape:
+        raise ValueError(
+            f"logits must have shape target.shape + (V,); got logits {tuple(logits.shape)} and target {tuple(target.shape)}"
+        )
+    check_token_ids(target, "target", ndim=None, what="class ids")
+    check_probability(label_smoothing, "label_smoothing")
+    check_choice(convention, "convention", LOSS_CONVENTIONS)
+    check_choice(reduction, "reduction", ("mean", "sum", "none"))
+    n_classes = logits.size(-1)
+    if convention == "annotated" and label_smoothing > 0 and n_classes - 1 - (0 if pad_id is None else 1) < 1:
+        raise ValueError(f"the annotated convention needs at least 3 classes (with pad); got V={n_classes}")
+
+
+@checked_by(check_loss_inputs)
 def label_smoothed_cross_entropy(
     logits: Tensor,
     target: Tensor,
@@ -74,28 +98,18 @@ def label_smoothed_cross_entropy(
     eps_ls = 0.1"); Szegedy et al. (2016), "Rethinking the Inception
     Architecture", section 7.
     """
-    if logits.dim() < 1 or logits.shape[:-1] != target.shape:
-        raise ValueError(
-            f"logits must have shape target.shape + (V,); got logits {tuple(logits.shape)} and target {tuple(target.shape)}"
-        )
-    check_token_ids(target, "target", ndim=None, what="class ids")
-    check_probability(label_smoothing, "label_smoothing")
-    check_choice(convention, "convention", LOSS_CONVENTIONS)
-    check_choice(reduction, "reduction", ("mean", "sum", "none"))
     n_classes = logits.size(-1)
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    keep = torch.ones_like(target, dtype=torch.bool) if pad_id is None else target != pad_id
+    logp = torch.log_softmax(logits.float(), dim=-1)  # (..., V)
+    keep = torch.ones_like(target, dtype=torch.bool) if pad_id is None else target != pad_id  # (...): not padding
     safe_target = target.masked_fill(~keep, 0).long()
-    logp_target = logp.gather(-1, safe_target.unsqueeze(-1)).squeeze(-1)
+    logp_target = logp.gather(-1, safe_target.unsqueeze(-1)).squeeze(-1)  # (...): log p of the right class
     nll = -logp_target
     if label_smoothing == 0.0:
         per_token = nll
     elif convention == "pytorch":
         per_token = (1.0 - label_smoothing) * nll + label_smoothing * (-logp.mean(dim=-1))
     else:
-        others = n_classes - 1 - (0 if pad_id is None else 1)
-        if others < 1:
-            raise ValueError(f"the annotated convention needs at least 3 classes (with pad); got V={n_classes}")
+        others = n_classes - 1 - (0 if pad_id is None else 1)  # classes that share eps (>= 1: checked)
         # Sum of log p over the classes that get eps / others: all but <pad> and the target. <pad> is
         # summed around, not subtracted: a model that never predicts it has log p = -inf there, and
         # (-inf) - (-inf) would be NaN although q gives <pad> nothing. (A target at -inf stays in
@@ -106,7 +120,7 @@ def label_smoothed_cross_entropy(
             rest = logp[..., :pad_id].sum(dim=-1) + logp[..., pad_id + 1 :].sum(dim=-1)
         rest = rest - logp_target.masked_fill(torch.isinf(logp_target), 0.0)
         per_token = (1.0 - label_smoothing) * nll + label_smoothing * (-rest / others)
-    per_token = per_token.masked_fill(~keep, 0.0)
+    per_token = per_token.masked_fill(~keep, 0.0)  # (...)
     if reduction == "none":
         return per_token
     total = per_token.sum()
