@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .masks import check_mask
-from .validation import check_choice, check_float_input, check_hidden_states, check_probability, checked_by
+from .validation import check_float_input, check_hidden_states, check_probability, checked_by
 
 __all__ = ["check_attention_inputs", "scaled_dot_product_attention", "MultiHeadAttention", "KVCache", "PROJECTION_ROLES"]
 
@@ -227,10 +227,12 @@ class MultiHeadAttention(nn.Module):
         With ``fused_qkv`` the rows of the fused weight that belong to that
         projection are used (query rows first, then key, then value).
         """
-        check_choice(role, "role", PROJECTION_ROLES)
+        if role not in PROJECTION_ROLES:  # a tuple lookup: this runs three times per attention call
+            raise ValueError(f"role must be one of {PROJECTION_ROLES}; got {role!r}")
+        i = PROJECTION_ROLES.index(role)
         if not self.fused_qkv:
-            return {"query": self.q_proj, "key": self.k_proj, "value": self.v_proj}[role](x)
-        rows = slice(PROJECTION_ROLES.index(role) * self.d_model, (PROJECTION_ROLES.index(role) + 1) * self.d_model)
+            return (self.q_proj, self.k_proj, self.v_proj)[i](x)
+        rows = slice(i * self.d_model, (i + 1) * self.d_model)
         bias = None if self.qkv_proj.bias is None else self.qkv_proj.bias[rows]
         return F.linear(x, self.qkv_proj.weight[rows], bias)
 

@@ -397,3 +397,21 @@ def test_mha_input_dtype_must_match_the_weights(fused_qkv):
         assert mha(x.bfloat16()).shape == (2, 3, 8)
         with pytest.raises(TypeError, match="query has dtype torch.float64"):  # autocast does not cast float64
             mha(x.double())
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["separate", "fused"])
+def test_project_takes_a_role_name(fused):
+    """``project(x, role)``: the role's own projection, also as rows of a fused weight."""
+    mha = MultiHeadAttention(8, 2, fused_qkv=fused)
+    x = torch.randn(2, 3, 8)
+    with torch.no_grad():
+        if fused:
+            weights = dict(zip(("query", "key", "value"), mha.qkv_proj.weight.split(8)))
+            biases = dict(zip(("query", "key", "value"), mha.qkv_proj.bias.split(8)))
+        else:
+            weights = {"query": mha.q_proj.weight, "key": mha.k_proj.weight, "value": mha.v_proj.weight}
+            biases = {"query": mha.q_proj.bias, "key": mha.k_proj.bias, "value": mha.v_proj.bias}
+        for role in ("query", "key", "value"):
+            torch.testing.assert_close(mha.project(x, role), x @ weights[role].T + biases[role])
+    with pytest.raises(ValueError, match=r"role must be one of \('query', 'key', 'value'\); got 1"):
+        mha.project(x, 1)

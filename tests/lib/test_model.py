@@ -515,3 +515,40 @@ def test_the_committed_checkpoint_loads_strictly():
         assert ".sublayer" not in key and ".feed_forward." not in key, key
     assert torch.equal(model.decoder.layers[0].cross_attn_sublayer.norm.weight, saved["decoder.layers.0.sublayer2.norm.weight"])
     assert torch.equal(model.encoder.layers[0].ffn.linear1.weight, saved["encoder.layers.0.feed_forward.linear1.weight"])
+
+
+def _checks_called(fn):
+    """The qualified names of the ``check_*`` functions that run during ``fn()``, in call order."""
+    import sys
+
+    seen = []
+
+    def profile(frame, event, arg):
+        code = frame.f_code
+        if event == "call" and code.co_name.startswith("check_"):
+            seen.append(getattr(code, "co_qualname", code.co_name))
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+def test_inputs_are_checked_once_where_they_enter_the_model(parity):
+    """One validation mechanism: the entry point checks, the layers and the attention inside do not."""
+    from course_lib.layers import EncoderLayer
+
+    model = small_model(parity).eval()
+    src, tgt = torch.randint(1, SRC_V, (2, 5)), torch.randint(1, TGT_V, (2, 4))
+    seen = _checks_called(lambda: model(src, tgt))
+    assert seen.count("Transformer.check_inputs") == 1
+    inner = ("MultiHeadAttention.check_inputs", "EncoderLayer.check_inputs", "DecoderLayer.check_inputs",
+             "PositionwiseFeedForward.check_inputs", "check_attention_inputs", "check_hidden_states", "check_float_input")
+    assert not [name for name in seen if name in inner], seen
+    # called on its own, a layer checks its input once, and the attention inside it does not check again
+    layer = EncoderLayer(16, 4, 32).eval()
+    seen = _checks_called(lambda: layer(torch.randn(2, 3, 16)))
+    assert seen.count("EncoderLayer.check_inputs") == 1 and seen.count("MultiHeadAttention.check_inputs") == 1
+    assert "check_attention_inputs" not in seen and "PositionwiseFeedForward.check_inputs" not in seen
