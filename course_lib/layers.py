@@ -64,7 +64,7 @@ LEGACY_LAYER_KEYS = {
         "feed_forward.": "ffn.",
     },
 }
-"""State-dict key prefixes of the layers saved by course_lib <= 0.4 (one ``TransformerLayer`` class) and their role names now."""
+"""State-dict key prefixes of layers saved before they had role names (one ``TransformerLayer`` class built both) and their names now."""
 
 
 def rename_legacy_layer_keys(module: nn.Module, state_dict: dict, prefix: str, *args: object) -> None:

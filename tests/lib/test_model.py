@@ -461,7 +461,7 @@ def test_cache_longer_than_max_len(parity):
 
 # ------------------------------------------------------ old state dicts load
 def _old_layer_names(state_dict):
-    """A state dict as course_lib <= 0.4 saved it: numbered sublayers, ``feed_forward``, ``generator``."""
+    """A state dict as saved before the role names: numbered sublayers, ``feed_forward``, ``generator``."""
     old = {}
     for key, value in state_dict.items():
         decoder = ".decoder." in f".{key}"
