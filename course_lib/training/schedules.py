@@ -7,11 +7,19 @@ from __future__ import annotations
 
 import math
 
-from ..validation import check_int
+from ..validation import check_int, checked_by
 
-__all__ = ["noam_lr", "warmup_cosine_lr", "warmup_constant_lr"]
+__all__ = ["noam_lr", "warmup_cosine_lr", "warmup_constant_lr", "check_noam_inputs"]
 
 
+def check_noam_inputs(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> None:
+    """Raise ``ValueError`` unless ``step``, ``d_model`` and ``warmup_steps`` are positive (steps are 1-based)."""
+    check_int(step, "step", 1, hint=" (the first optimizer step is step 1)")
+    if d_model < 1 or warmup_steps < 1:
+        raise ValueError(f"d_model and warmup_steps must be positive; got d_model={d_model}, warmup_steps={warmup_steps}")
+
+
+@checked_by(check_noam_inputs)
 def noam_lr(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> float:
     """The paper's schedule: ``factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)``.
 
@@ -36,9 +44,6 @@ def noam_lr(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> 
 
     Source: Vaswani et al. (2017), section 5.3, equation (3).
     """
-    check_int(step, "step", 1, hint=" (the first optimizer step is step 1)")
-    if d_model < 1 or warmup_steps < 1:
-        raise ValueError(f"d_model and warmup_steps must be positive; got d_model={d_model}, warmup_steps={warmup_steps}")
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
 
 
