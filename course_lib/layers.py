@@ -128,8 +128,8 @@ class EncoderLayer(nn.Module):
         super().__init__()
         self.d_model = d_model
         self.self_attn = attention(d_model, n_heads, dropout, fused_qkv)
-        self.self_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps)
         self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout=dropout, activation=activation)
+        self.self_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps)  # Add & Norm around each
         self.ffn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps)
         self._register_load_state_dict_pre_hook(rename_legacy_layer_keys, with_module=True)
 
@@ -209,10 +209,11 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.d_model = d_model
         self.self_attn = attention(d_model, n_heads, dropout, fused_qkv)
-        self.self_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps)
         self.cross_attn = attention(d_model, n_heads, dropout, fused_qkv)
-        self.cross_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps)
         self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout=dropout, activation=activation)
+        # the Add & Norm around each (built after the sublayers: the parameter order of older versions)
+        self.self_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps)
+        self.cross_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps)
         self.ffn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps)
         self._register_load_state_dict_pre_hook(rename_legacy_layer_keys, with_module=True)
 
