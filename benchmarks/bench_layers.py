@@ -123,11 +123,11 @@ def build_models(c: BenchConfig) -> tuple[Transformer, TorchTransformer]:
         ref.generator.load_state_dict(course.output_projection.state_dict())
         for ours, theirs in zip(course.encoder.layers, ref.transformer.encoder.layers):
             _copy_attention(ours.self_attn, theirs.self_attn)
-            _copy_common(ours, theirs, n_norms=2)
+            _copy_common(ours, theirs, sublayers=("self_attn_sublayer", "ffn_sublayer"))
         for ours, theirs in zip(course.decoder.layers, ref.transformer.decoder.layers):
             _copy_attention(ours.self_attn, theirs.self_attn)
             _copy_attention(ours.cross_attn, theirs.multihead_attn)
-            _copy_common(ours, theirs, n_norms=3)
+            _copy_common(ours, theirs, sublayers=("self_attn_sublayer", "cross_attn_sublayer", "ffn_sublayer"))
     return course, ref
 
 
@@ -137,11 +137,11 @@ def _copy_attention(ours: nn.Module, theirs: nn.MultiheadAttention) -> None:
     theirs.out_proj.load_state_dict(ours.out_proj.state_dict())
 
 
-def _copy_common(ours: nn.Module, theirs: nn.Module, n_norms: int) -> None:
-    theirs.linear1.load_state_dict(ours.feed_forward.linear1.state_dict())
-    theirs.linear2.load_state_dict(ours.feed_forward.linear2.state_dict())
-    for i in range(1, n_norms + 1):
-        getattr(theirs, f"norm{i}").load_state_dict(getattr(ours, f"sublayer{i}").norm.state_dict())
+def _copy_common(ours: nn.Module, theirs: nn.Module, sublayers: tuple[str, ...]) -> None:
+    theirs.linear1.load_state_dict(ours.ffn.linear1.state_dict())
+    theirs.linear2.load_state_dict(ours.ffn.linear2.state_dict())
+    for i, role in enumerate(sublayers, start=1):  # PyTorch numbers the norms in the order of the sublayers
+        getattr(theirs, f"norm{i}").load_state_dict(getattr(ours, role).norm.state_dict())
 
 
 def make_batch(c: BenchConfig, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

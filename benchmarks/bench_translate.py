@@ -82,23 +82,23 @@ class TorchTransformerBaseline(nn.Module):
     def source_mask(self, src: Tensor) -> Tensor:
         return (src != self.config.pad_id)[:, None, None, :]
 
-    def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
+    def encode(self, src: Tensor, *, src_mask: Tensor | None = None) -> Tensor:
         mask = self.source_mask(src) if src_mask is None else src_mask
         return self.transformer.encoder(self._embed(self.src_embed, src), src_key_padding_mask=~mask[:, 0, 0, :])
 
-    def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None) -> Tensor:
+    def decode(self, tgt: Tensor, memory: Tensor, *, tgt_mask: Tensor | None = None, memory_mask: Tensor | None = None) -> Tensor:
         n = tgt.size(1)
         causal = torch.ones(n, n, dtype=torch.bool, device=tgt.device).tril()
-        memory_pad = None if src_mask is None else ~src_mask[:, 0, 0, :]
+        memory_pad = None if memory_mask is None else ~memory_mask[:, 0, 0, :]
         h = self.transformer.decoder(
             self._embed(self.tgt_embed, tgt), memory, tgt_mask=~causal,
             tgt_key_padding_mask=tgt == self.config.pad_id, memory_key_padding_mask=memory_pad,
         )
         return self.generator(h)
 
-    def forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None) -> Tensor:
+    def forward(self, src: Tensor, tgt: Tensor, *, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None) -> Tensor:
         src_mask = self.source_mask(src) if src_mask is None else src_mask
-        return self.decode(tgt, self.encode(src, src_mask), src_mask)
+        return self.decode(tgt, self.encode(src, src_mask=src_mask), memory_mask=src_mask)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad)

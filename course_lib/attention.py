@@ -14,11 +14,46 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .masks import check_mask
-from .validation import check_float_input, check_hidden_states, check_probability
+from .validation import check_float_input, check_hidden_states, check_probability, checked_by
 
-__all__ = ["scaled_dot_product_attention", "MultiHeadAttention", "KVCache"]
+__all__ = ["check_attention_inputs", "scaled_dot_product_attention", "MultiHeadAttention", "KVCache", "PROJECTION_ROLES"]
+
+PROJECTION_ROLES = ("query", "key", "value")
+"""The three input projections of :class:`MultiHeadAttention`, in the row order of a fused QKV weight."""
 
 
+def check_attention_inputs(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout_p: float = 0.0, *, scale: float | None = None
+) -> None:
+    """Raise for arguments :func:`scaled_dot_product_attention` cannot take, naming them.
+
+    Raises:
+        ValueError: fewer than 2 dims, mismatched ``d_k`` of ``q`` and ``k``,
+            different numbers of keys and values, mismatched leading
+            (batch/head) dimensions, ``d_k == 0`` without a ``scale``, a mask
+            that does not broadcast to the scores, or ``dropout_p`` outside ``[0, 1)``.
+        TypeError: a mask that is not ``torch.bool``.
+    """
+    if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
+        raise ValueError(
+            f"q, k, v need at least 2 dims (..., seq_len, d); got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if q.size(-1) != k.size(-1):
+        raise ValueError(f"q and k must share d_k (last dim); got q {tuple(q.shape)} and k {tuple(k.shape)}")
+    if k.size(-2) != v.size(-2):
+        raise ValueError(f"k and v must have the same number of keys (dim -2); got k {tuple(k.shape)} and v {tuple(v.shape)}")
+    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+        raise ValueError(
+            f"q, k, v must share their leading (batch, heads) dims; got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p must be in [0, 1); got {dropout_p}")
+    if q.size(-1) == 0 and scale is None:
+        raise ValueError(f"q and k must have d_k >= 1 (last dim); got q {tuple(q.shape)}")
+    check_mask(mask, (*q.shape[:-1], k.size(-2)), "mask")  # the scores: (..., q_len, k_len)
+
+
+@checked_by(check_attention_inputs)
 def scaled_dot_product_attention(
     q: Tensor,
     k: Tensor,
@@ -54,43 +89,22 @@ def scaled_dot_product_attention(
     (zero) gradients.
 
     Raises:
-        ValueError: mismatched ``d_k`` of ``q`` and ``k``, different numbers of
-            keys and values, mismatched leading (batch/head) dimensions, a mask
-            that does not broadcast, or ``dropout_p`` outside ``[0, 1)``.
-        TypeError: a mask that is not ``torch.bool``.
+        ValueError/TypeError: see :func:`check_attention_inputs`, which checks
+            the arguments before the body runs (once, at the outermost checked call).
 
     Source: Vaswani et al. (2017), section 3.2.1, equation (1).
     """
-    if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
-        raise ValueError(
-            f"q, k, v need at least 2 dims (..., seq_len, d); got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
-        )
-    if q.size(-1) != k.size(-1):
-        raise ValueError(f"q and k must share d_k (last dim); got q {tuple(q.shape)} and k {tuple(k.shape)}")
-    if k.size(-2) != v.size(-2):
-        raise ValueError(f"k and v must have the same number of keys (dim -2); got k {tuple(k.shape)} and v {tuple(v.shape)}")
-    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
-        raise ValueError(
-            f"q, k, v must share their leading (batch, heads) dims; got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
-        )
-    if not 0.0 <= dropout_p < 1.0:
-        raise ValueError(f"dropout_p must be in [0, 1); got {dropout_p}")
-    d_k = q.size(-1)
-    if d_k == 0 and scale is None:
-        raise ValueError(f"q and k must have d_k >= 1 (last dim); got q {tuple(q.shape)}")
-    scale = 1.0 / math.sqrt(d_k) if scale is None else scale
-
+    scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
     scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # (..., q_len, k_len)
     if mask is not None:
-        check_mask(mask, scores.shape, "mask")
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-    weights = torch.softmax(scores, dim=-1)
+    weights = torch.softmax(scores, dim=-1)  # (..., q_len, k_len), rows sum to 1
     if mask is not None:
         # A fully masked row had a uniform softmax over equal (minimal) scores;
         # zero every blocked entry so such rows attend to nothing.
         weights = weights.masked_fill(~mask, 0.0)
     attn = F.dropout(weights, p=dropout_p) if dropout_p > 0.0 else weights
-    return torch.matmul(attn, v), weights
+    return torch.matmul(attn, v), weights  # (..., q_len, d_v), (..., q_len, k_len)
 
 
 @dataclass
@@ -148,12 +162,14 @@ class MultiHeadAttention(nn.Module):
     Shapes (batch first):
         ``query``: ``(batch, q_len, d_model)``; ``key``/``value``:
         ``(batch, k_len, d_model)`` (default: ``query``, i.e. self-attention);
-        ``mask``: bool, ``True`` = may attend, broadcastable to
+        ``mask`` (keyword-only): bool, ``True`` = may attend, broadcastable to
         ``(batch, n_heads, q_len, k_len)``.
-        Returns ``(output, weights)``: ``output`` ``(batch, q_len, d_model)``;
-        ``weights`` ``(batch, n_heads, q_len, k_len)`` when ``need_weights`` is
-        true, else ``None``. If ``record_weights`` is set on the module, the
-        last weights are also kept (detached) in ``last_weights`` for plotting.
+        Returns ``output`` ``(batch, q_len, d_model)``.
+
+    Attention weights: set ``record_weights = True`` on the module (or call
+    :meth:`course_lib.model.Transformer.record_attention`); every forward pass
+    then keeps its weights, detached, in ``last_weights``
+    ``(batch, n_heads, q_len, k_len)``. This is the one way to read them.
 
     KV cache: pass a :class:`KVCache`. With ``static=False`` the projected keys
     and values of the new positions are appended to the cache (decoder
@@ -205,18 +221,20 @@ class MultiHeadAttention(nn.Module):
         return [self.q_proj, self.k_proj, self.v_proj, self.out_proj]
 
     # -- projections -------------------------------------------------------
-    def project(self, x: Tensor, which: int) -> Tensor:
-        """Project ``x`` ``(batch, seq_len, d_model)`` with W_Q (``which=0``), W_K (1) or W_V (2).
+    def project(self, x: Tensor, role: str) -> Tensor:
+        """Project ``x`` ``(batch, seq_len, d_model)`` with W_Q (``role="query"``), W_K (``"key"``) or W_V (``"value"``).
 
         With ``fused_qkv`` the rows of the fused weight that belong to that
-        projection are used.
+        projection are used (query rows first, then key, then value).
         """
-        if self.fused_qkv:
-            d = self.d_model
-            w = self.qkv_proj.weight[which * d : (which + 1) * d]
-            b = None if self.qkv_proj.bias is None else self.qkv_proj.bias[which * d : (which + 1) * d]
-            return F.linear(x, w, b)
-        return (self.q_proj, self.k_proj, self.v_proj)[which](x)
+        if role not in PROJECTION_ROLES:  # a tuple lookup: this runs three times per attention call
+            raise ValueError(f"role must be one of {PROJECTION_ROLES}; got {role!r}")
+        i = PROJECTION_ROLES.index(role)
+        if not self.fused_qkv:
+            return (self.q_proj, self.k_proj, self.v_proj)[i](x)
+        rows = slice(i * self.d_model, (i + 1) * self.d_model)
+        bias = None if self.qkv_proj.bias is None else self.qkv_proj.bias[rows]
+        return F.linear(x, self.qkv_proj.weight[rows], bias)
 
     def project_qkv(
         self, query: Tensor, key: Tensor | None = None, value: Tensor | None = None
@@ -233,7 +251,7 @@ class MultiHeadAttention(nn.Module):
             return q, k, v
         key = query if key is None else key
         value = key if value is None else value
-        return self.project(query, 0), self.project(key, 1), self.project(value, 2)
+        return self.project(query, "query"), self.project(key, "key"), self.project(value, "value")
 
     def project_with_cache(
         self, query: Tensor, key: Tensor | None, value: Tensor | None, cache: KVCache
@@ -251,7 +269,7 @@ class MultiHeadAttention(nn.Module):
         Source: chapter 10 (incremental decoding).
         """
         if cache.static and cache.key is not None:
-            return self.split_heads(self.project(query, 0)), cache.key, cache.value
+            return self.split_heads(self.project(query, "query")), cache.key, cache.value
         q, k, v = (self.split_heads(t) for t in self.project_qkv(query, key, value))
         if not cache.static and cache.key is not None:
             k = torch.cat([cache.key, k], dim=2)
@@ -275,14 +293,22 @@ class MultiHeadAttention(nn.Module):
         return x.transpose(1, 2).contiguous().view(batch, seq_len, self.d_model)
 
     # -- forward -------------------------------------------------------------
-    def check_inputs(self, query: Tensor, key: Tensor | None = None, value: Tensor | None = None) -> None:
-        """Raise for inputs :meth:`forward` cannot take, naming ``query``, ``key`` or ``value``.
+    def check_inputs(
+        self, query: Tensor, key: Tensor | None = None, value: Tensor | None = None, *,
+        mask: Tensor | None = None, cache: KVCache | None = None, mask_name: str = "mask",
+    ) -> None:
+        """Raise for inputs :meth:`forward` cannot take, naming ``query``, ``key``, ``value`` or the mask.
+
+        ``mask_name`` is the name the caller knows the mask by (a layer passes
+        ``"src_mask"``, ``"tgt_mask"`` or ``"memory_mask"``).
 
         Raises:
             ValueError: a shape other than ``(batch, seq_len, d_model)``,
-                mismatched batch sizes, or keys and values of different lengths.
+                mismatched batch sizes, keys and values of different lengths,
+                or a mask that does not broadcast to ``(batch, n_heads, q_len, k_len)``.
             TypeError: an input that is not floating point, or whose dtype
-                differs from the weights' outside ``torch.autocast``.
+                differs from the weights' outside ``torch.autocast``; a mask
+                that is not ``torch.bool``.
         """
         key = query if key is None else key
         value = key if value is None else value
@@ -295,17 +321,27 @@ class MultiHeadAttention(nn.Module):
         weight = self.qkv_proj.weight if self.fused_qkv else self.q_proj.weight
         for name, t in (("query", query), ("key", key), ("value", value)):
             check_float_input(t, weight, name, "MultiHeadAttention")
+        check_mask(mask, (query.size(0), self.n_heads, query.size(1), self.keys_after(key, cache)), mask_name)
 
+    @staticmethod
+    def keys_after(key: Tensor, cache: KVCache | None) -> int:
+        """How many keys the queries see: ``key``'s length, with a cache the cached ones too."""
+        if cache is None:
+            return key.size(1)
+        if cache.static:
+            return cache.length or key.size(1)
+        return cache.length + key.size(1)
+
+    @checked_by(check_inputs)
     def forward(
         self,
         query: Tensor,
         key: Tensor | None = None,
         value: Tensor | None = None,
-        mask: Tensor | None = None,
         *,
-        need_weights: bool = False,
+        mask: Tensor | None = None,
         cache: KVCache | None = None,
-    ) -> tuple[Tensor, Tensor | None]:
+    ) -> Tensor:
         """Attend from ``query`` to ``key``/``value`` (self-attention when both are omitted).
 
         Args:
@@ -315,29 +351,24 @@ class MultiHeadAttention(nn.Module):
             mask: bool, ``True`` = may attend, broadcastable to
                 ``(batch, n_heads, q_len, k_len)`` (with a cache, ``k_len``
                 counts the cached positions too).
-            need_weights: also return the per-head weights.
             cache: optional :class:`KVCache` (:meth:`project_with_cache`, chapter 10).
 
         Returns:
-            ``(output, weights)``: ``(batch, q_len, d_model)`` and
-            ``(batch, n_heads, q_len, k_len)`` or ``None``.
+            ``(batch, q_len, d_model)``. With ``record_weights`` set, the
+            weights ``(batch, n_heads, q_len, k_len)`` are kept in ``last_weights``.
 
         Raises:
-            ValueError/TypeError: see :meth:`check_inputs`; a mask that does
-                not broadcast or is not ``torch.bool``.
+            ValueError/TypeError: see :meth:`check_inputs`.
         """
-        self.check_inputs(query, key, value)
         if cache is None:
-            q, k, v = self.project_qkv(query, key, value)  # each (batch, len, d_model)
-            q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # (batch, n_heads, len, d_k)
+            q, k, v = (self.split_heads(t) for t in self.project_qkv(query, key, value))  # each (batch, n_heads, len, d_k)
         else:  # incremental decoding (chapter 10)
             q, k, v = self.project_with_cache(query, key, value, cache)
         dropout_p = self.dropout_p if self.training else 0.0
-        out, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout_p)
+        out, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout_p)  # (batch, n_heads, q_len, d_k)
         if self.record_weights:
-            self.last_weights = weights.detach()
-        output = self.out_proj(self.merge_heads(out))  # (batch, q_len, d_model)
-        return output, (weights if need_weights else None)
+            self.last_weights = weights.detach()  # (batch, n_heads, q_len, k_len)
+        return self.out_proj(self.merge_heads(out))  # (batch, q_len, d_model)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, fused_qkv={self.fused_qkv}"

@@ -232,8 +232,8 @@ def check_causal_leak(model: nn.Module, batch: Any, config: DiagnosticsConfig | 
         return Finding(name, True, "skipped: needs tgt_len >= 2", None, skipped=True)
     k = tgt_in.size(1) // 2
     with _eval_mode(model):
-        before = model(src, tgt_in)
-        changed = tgt_in.clone()
+        before = model(src, tgt_in)  # (batch, tgt_len, V)
+        changed = tgt_in.clone()  # (batch, tgt_len)
         changed[:, k:] = _other_ids(tgt_in[:, k:], before.size(-1), config.pad_id)
         after = model(src, changed)
     diff = float((before[:, :k] - after[:, :k]).abs().max())

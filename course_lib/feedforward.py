@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .validation import check_float_input
+from .validation import check_float_input, checked_by
 
 __all__ = ["PositionwiseFeedForward"]
 
@@ -54,11 +54,16 @@ class PositionwiseFeedForward(nn.Module):
             nn.init.xavier_uniform_(lin.weight)
             nn.init.zeros_(lin.bias)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def check_inputs(self, x: Tensor) -> None:
+        """Raise naming ``x`` unless it is a float tensor ``(..., d_model)`` of the weights' dtype."""
         if x.dim() < 1 or x.size(-1) != self.d_model:
             raise ValueError(f"x must have shape (..., {self.d_model}), e.g. (batch, seq_len, {self.d_model}); got {tuple(x.shape)}")
         check_float_input(x, self.linear1.weight, "x", "PositionwiseFeedForward")
-        return self.linear2(self.dropout(_ACTIVATIONS[self.activation](self.linear1(x))))
+
+    @checked_by(check_inputs)
+    def forward(self, x: Tensor) -> Tensor:
+        hidden = _ACTIVATIONS[self.activation](self.linear1(x))  # (batch, seq_len, d_ff)
+        return self.linear2(self.dropout(hidden))  # (batch, seq_len, d_model)
 
     def extra_repr(self) -> str:
         return f"activation={self.activation!r}"

@@ -12,9 +12,9 @@ from torch import Tensor, nn
 
 from .attention import KVCache, MultiHeadAttention
 from .feedforward import PositionwiseFeedForward
-from .validation import check_hidden_states
+from .validation import check_hidden_states, checked_by
 
-__all__ = ["ResidualSublayer", "TransformerLayer", "EncoderLayer", "DecoderLayer", "DecoderLayerCache"]
+__all__ = ["ResidualSublayer", "EncoderLayer", "DecoderLayer", "DecoderLayerCache", "LEGACY_LAYER_KEYS", "rename_legacy_layer_keys"]
 
 
 class ResidualSublayer(nn.Module):
@@ -55,12 +55,39 @@ class ResidualSublayer(nn.Module):
         return f"norm_first={self.norm_first}"
 
 
-class TransformerLayer(nn.Module):
-    """The parts of :class:`EncoderLayer` and :class:`DecoderLayer`, built once for both.
+LEGACY_LAYER_KEYS = {
+    "EncoderLayer": {"sublayer1.": "self_attn_sublayer.", "sublayer2.": "ffn_sublayer.", "feed_forward.": "ffn."},
+    "DecoderLayer": {
+        "sublayer1.": "self_attn_sublayer.",
+        "sublayer2.": "cross_attn_sublayer.",
+        "sublayer3.": "ffn_sublayer.",
+        "feed_forward.": "ffn.",
+    },
+}
+"""State-dict key prefixes of layers saved before they had role names (one ``TransformerLayer`` class built both) and their names now."""
 
-    Self-attention, cross-attention over the encoder output (decoder only:
-    ``cross_attention = True``), the position-wise feed-forward network, and
-    one Add & Norm (:class:`ResidualSublayer`) around each of these sublayers.
+
+def rename_legacy_layer_keys(module: nn.Module, state_dict: dict, prefix: str, *args: object) -> None:
+    """Load-state-dict pre-hook of both layers: rename the keys of :data:`LEGACY_LAYER_KEYS` in place.
+
+    Lets old checkpoints (e.g. ``checkpoints/en-zh.pt``), saved when the
+    sublayers were numbered ``sublayer1..3`` and the FFN was ``feed_forward``,
+    load into the layers with role names.
+    """
+    for old, new in LEGACY_LAYER_KEYS[type(module).__name__].items():
+        for key in [k for k in state_dict if k.startswith(prefix + old)]:
+            renamed = prefix + new + key[len(prefix + old):]
+            if renamed not in state_dict:
+                state_dict[renamed] = state_dict.pop(key)
+
+
+def attention(d_model: int, n_heads: int, dropout: float, fused_qkv: bool) -> MultiHeadAttention:
+    """One attention sublayer of a layer (the dropout on its weights is the layer's dropout)."""
+    return MultiHeadAttention(d_model, n_heads, dropout_p=dropout, fused_qkv=fused_qkv)
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention then the feed-forward network, each wrapped in Add & Norm.
 
     Args:
         d_model, n_heads, d_ff: sizes (paper base: 512, 8, 2048).
@@ -70,11 +97,22 @@ class TransformerLayer(nn.Module):
         eps: LayerNorm epsilon.
         fused_qkv: see :class:`course_lib.attention.MultiHeadAttention`.
 
-    Raises:
-        ValueError: as :class:`MultiHeadAttention` and :class:`PositionwiseFeedForward`.
-    """
+    Submodules (by role): ``self_attn`` and its Add & Norm ``self_attn_sublayer``;
+    ``ffn`` and its Add & Norm ``ffn_sublayer``.
 
-    cross_attention = False  # DecoderLayer: True
+    Shapes:
+        ``x``: ``(batch, src_len, d_model)``; ``src_mask`` (keyword-only): bool,
+        ``True`` = may attend, broadcastable to ``(batch, n_heads, src_len, src_len)``
+        (usually ``padding_mask(src, pad_id)`` of shape ``(batch, 1, 1, src_len)``).
+        Returns ``(batch, src_len, d_model)``.
+
+    Raises:
+        ValueError/TypeError: see :meth:`check_inputs`; sizes as ``MultiHeadAttention``.
+
+    Source: Vaswani et al. (2017), section 3.1, figure 1 (left).
+    Equivalent to :class:`torch.nn.TransformerEncoderLayer` with
+    ``batch_first=True`` (tested with copied weights).
+    """
 
     def __init__(
         self,
@@ -89,42 +127,21 @@ class TransformerLayer(nn.Module):
     ) -> None:
         super().__init__()
         self.d_model = d_model
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout_p=dropout, fused_qkv=fused_qkv)
-        if self.cross_attention:
-            self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout_p=dropout, fused_qkv=fused_qkv)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout=dropout, activation=activation)
-        # one Add & Norm per sublayer: the encoder has 2, the decoder 3 (the last is around the FFN)
-        self.sublayer1 = ResidualSublayer(d_model, dropout, norm_first, eps)
-        self.sublayer2 = ResidualSublayer(d_model, dropout, norm_first, eps)
-        if self.cross_attention:
-            self.sublayer3 = ResidualSublayer(d_model, dropout, norm_first, eps)
+        self.self_attn = attention(d_model, n_heads, dropout, fused_qkv)
+        self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout=dropout, activation=activation)
+        self.self_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps)  # Add & Norm around each
+        self.ffn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps)
+        self._register_load_state_dict_pre_hook(rename_legacy_layer_keys, with_module=True)
 
-
-class EncoderLayer(TransformerLayer):
-    """Self-attention then the feed-forward network, each wrapped in Add & Norm.
-
-    Args:
-        d_model, n_heads, d_ff, dropout, activation, norm_first, eps, fused_qkv:
-            as :class:`TransformerLayer`, which builds the sublayers.
-
-    Shapes:
-        ``x``: ``(batch, src_len, d_model)``; ``src_mask``: bool, ``True`` =
-        may attend, broadcastable to ``(batch, n_heads, src_len, src_len)``
-        (usually ``padding_mask(src, pad_id)`` of shape ``(batch, 1, 1, src_len)``).
-        Returns ``(batch, src_len, d_model)``.
-
-    Raises:
-        ValueError: ``x`` of the wrong shape, or as ``MultiHeadAttention``.
-
-    Source: Vaswani et al. (2017), section 3.1, figure 1 (left).
-    Equivalent to :class:`torch.nn.TransformerEncoderLayer` with
-    ``batch_first=True`` (tested with copied weights).
-    """
-
-    def forward(self, x: Tensor, src_mask: Tensor | None = None) -> Tensor:
+    def check_inputs(self, x: Tensor, *, src_mask: Tensor | None = None) -> None:
+        """Raise naming ``x`` (not ``(batch, src_len, d_model)`` float) or ``src_mask`` (not bool, does not broadcast)."""
         check_hidden_states(x, "x", self.d_model)
-        x = self.sublayer1(x, lambda y: self.self_attn(y, mask=src_mask)[0])
-        return self.sublayer2(x, self.feed_forward)
+        self.self_attn.check_inputs(x, mask=src_mask, mask_name="src_mask")
+
+    @checked_by(check_inputs)
+    def forward(self, x: Tensor, *, src_mask: Tensor | None = None) -> Tensor:
+        x = self.self_attn_sublayer(x, lambda y: self.self_attn(y, mask=src_mask))  # (batch, src_len, d_model)
+        return self.ffn_sublayer(x, self.ffn)  # (batch, src_len, d_model)
 
 
 class DecoderLayerCache:
@@ -147,47 +164,83 @@ class DecoderLayerCache:
         self.cross_attn.reorder(index)
 
 
-class DecoderLayer(TransformerLayer):
+class DecoderLayer(nn.Module):
     """Masked self-attention, cross-attention over ``memory``, then the FFN.
 
-    Each of the three sublayers is wrapped in Add & Norm
-    (:class:`ResidualSublayer`). The constructor is :class:`TransformerLayer`'s
-    (same arguments as :class:`EncoderLayer`), with ``cross_attention = True``.
+    Each of the three sublayers is wrapped in Add & Norm (:class:`ResidualSublayer`).
+
+    Args:
+        d_model, n_heads, d_ff, dropout, activation, norm_first, eps, fused_qkv:
+            as :class:`EncoderLayer`.
+
+    Submodules (by role): ``self_attn``/``self_attn_sublayer``,
+    ``cross_attn``/``cross_attn_sublayer``, ``ffn``/``ffn_sublayer``.
 
     Shapes:
         ``x``: ``(batch, tgt_len, d_model)``; ``memory``: the encoder output
-        ``(batch, src_len, d_model)``; ``tgt_mask``: bool, broadcastable to
-        ``(batch, n_heads, tgt_len, tgt_len)`` (causal AND target padding);
-        ``memory_mask``: bool, broadcastable to ``(batch, n_heads, tgt_len,
-        src_len)`` (usually the source padding mask ``(batch, 1, 1, src_len)``);
-        ``True`` = may attend. Returns ``(batch, tgt_len, d_model)``.
+        ``(batch, src_len, d_model)``. Keyword-only: ``tgt_mask``: bool,
+        broadcastable to ``(batch, n_heads, tgt_len, tgt_len)`` (causal AND
+        target padding); ``memory_mask``: bool, broadcastable to ``(batch,
+        n_heads, tgt_len, src_len)`` (usually the source padding mask
+        ``(batch, 1, 1, src_len)``); ``True`` = may attend.
+        Returns ``(batch, tgt_len, d_model)``.
         With ``cache`` (a :class:`DecoderLayerCache`), ``x`` holds only the new
         positions and ``tgt_mask`` must cover ``(new_len, cached_len + new_len)``.
 
     Raises:
-        ValueError: inputs of the wrong shape or batch size.
+        ValueError/TypeError: see :meth:`check_inputs`.
 
     Source: Vaswani et al. (2017), section 3.1, figure 1 (right).
     Equivalent to :class:`torch.nn.TransformerDecoderLayer` with
     ``batch_first=True`` (tested with copied weights).
     """
 
-    cross_attention = True  # TransformerLayer also builds cross_attn and sublayer3
-
-    def forward(
+    def __init__(
         self,
-        x: Tensor,
-        memory: Tensor,
-        tgt_mask: Tensor | None = None,
-        memory_mask: Tensor | None = None,
-        cache: DecoderLayerCache | None = None,
-    ) -> Tensor:
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        activation: str = "relu",
+        norm_first: bool = False,
+        eps: float = 1e-5,
+        fused_qkv: bool = False,
+    ) -> None:
+        super().__init__()
+        self.d_model = d_model
+        self.self_attn = attention(d_model, n_heads, dropout, fused_qkv)
+        self.cross_attn = attention(d_model, n_heads, dropout, fused_qkv)
+        self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout=dropout, activation=activation)
+        # the Add & Norm around each (built after the sublayers: the parameter order of older versions)
+        self.self_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps)
+        self.cross_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps)
+        self.ffn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps)
+        self._register_load_state_dict_pre_hook(rename_legacy_layer_keys, with_module=True)
+
+    def check_inputs(
+        self, x: Tensor, memory: Tensor, *, tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None, cache: DecoderLayerCache | None = None,
+    ) -> None:
+        """Raise naming ``x``, ``memory``, ``tgt_mask`` or ``memory_mask`` for inputs :meth:`forward` cannot take."""
         check_hidden_states(x, "x", self.d_model)
         check_hidden_states(memory, "memory", self.d_model)
         if x.size(0) != memory.size(0):
             raise ValueError(f"batch sizes differ: x has {x.size(0)}, memory has {memory.size(0)}")
-        self_cache = cache.self_attn if cache is not None else None
-        cross_cache = cache.cross_attn if cache is not None else None
-        x = self.sublayer1(x, lambda y: self.self_attn(y, mask=tgt_mask, cache=self_cache)[0])
-        x = self.sublayer2(x, lambda y: self.cross_attn(y, memory, memory, mask=memory_mask, cache=cross_cache)[0])
-        return self.sublayer3(x, self.feed_forward)
+        self_cache, cross_cache = (cache.self_attn, cache.cross_attn) if cache is not None else (None, None)
+        self.self_attn.check_inputs(x, mask=tgt_mask, cache=self_cache, mask_name="tgt_mask")
+        self.cross_attn.check_inputs(x, memory, mask=memory_mask, cache=cross_cache, mask_name="memory_mask")
+
+    @checked_by(check_inputs)
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        *,
+        tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        cache: DecoderLayerCache | None = None,
+    ) -> Tensor:
+        self_cache, cross_cache = (cache.self_attn, cache.cross_attn) if cache is not None else (None, None)
+        x = self.self_attn_sublayer(x, lambda y: self.self_attn(y, mask=tgt_mask, cache=self_cache))
+        x = self.cross_attn_sublayer(x, lambda y: self.cross_attn(y, memory, memory, mask=memory_mask, cache=cross_cache))
+        return self.ffn_sublayer(x, self.ffn)  # (batch, tgt_len, d_model)

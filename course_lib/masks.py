@@ -38,6 +38,7 @@ __all__ = [
     "decoder_self_attention_mask",
     "check_mask",
     "check_pad_id",
+    "check_causal_mask_inputs",
 ]
 
 
@@ -81,9 +82,15 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
     needs it so that attention ignores the filler tokens of short sentences.
     Derived in chapter 8.
     """
-    return (tokens != pad_id)[:, None, None, :]
+    return (tokens != pad_id)[:, None, None, :]  # (batch, 1, 1, seq_len)
 
 
+def check_causal_mask_inputs(size: int, device: torch.device | str | None = None) -> None:
+    """Raise ``ValueError`` unless ``size`` is a positive int."""
+    check_int(size, "size")
+
+
+@checked_by(check_causal_mask_inputs)
 def causal_mask(size: int, device: torch.device | str | None = None) -> Tensor:
     """Lower-triangular mask: position ``i`` may attend to positions ``j <= i``.
 
@@ -101,8 +108,7 @@ def causal_mask(size: int, device: torch.device | str | None = None) -> Tensor:
     Source: Vaswani et al. (2017), section 3.2.3 ("masking out ... all values in
     the input of the softmax which correspond to illegal connections").
     """
-    check_int(size, "size")
-    return torch.ones(size, size, dtype=torch.bool, device=device).tril()[None, None]
+    return torch.ones(size, size, dtype=torch.bool, device=device).tril()[None, None]  # (1, 1, size, size)
 
 
 @checked_by(check_decoder_mask_inputs)
@@ -125,10 +131,10 @@ def decoder_self_attention_mask(tgt: Tensor, pad_id: int | None) -> Tensor:
 
     Source: Vaswani et al. (2017), section 3.2.3; chapter 8.
     """
-    causal = causal_mask(tgt.size(1), device=tgt.device)
+    causal = causal_mask(tgt.size(1), device=tgt.device)  # (1, 1, tgt_len, tgt_len)
     if pad_id is None:
         return causal
-    return padding_mask(tgt, pad_id) & causal
+    return padding_mask(tgt, pad_id) & causal  # (batch, 1, 1, tgt_len) & causal -> (batch, 1, tgt_len, tgt_len)
 
 
 def check_mask(mask: Tensor | None, scores_shape: torch.Size | tuple[int, ...], name: str = "mask") -> None:

@@ -17,9 +17,17 @@ from typing import Iterable, Sequence
 import torch
 from torch import Tensor, nn
 
-from .validation import check_int
+from .validation import check_int, checked_by
 
-__all__ = ["bleu", "paired_bleu_test", "bleu_tokenizer_for", "attention_entropy", "model_attention_entropy", "gradient_global_norm"]
+__all__ = [
+    "bleu",
+    "paired_bleu_test",
+    "bleu_tokenizer_for",
+    "attention_entropy",
+    "model_attention_entropy",
+    "gradient_global_norm",
+    "check_attention_weights",
+]
 
 
 def bleu_tokenizer_for(target_lang: str) -> str:
@@ -177,6 +185,14 @@ def paired_bleu_test(
     }
 
 
+def check_attention_weights(weights: Tensor) -> None:
+    """Raise ``ValueError`` unless ``weights`` is a tensor of shape ``(..., q_len, k_len)``."""
+    if not isinstance(weights, Tensor) or weights.dim() < 2:
+        shape = tuple(weights.shape) if isinstance(weights, Tensor) else type(weights).__name__
+        raise ValueError(f"weights must have shape (..., q_len, k_len); got {shape}")
+
+
+@checked_by(check_attention_weights)
 def attention_entropy(weights: Tensor) -> float:
     """Mean entropy (nats) of the rows of attention weights, ignoring fully masked rows.
 
@@ -203,15 +219,12 @@ def attention_entropy(weights: Tensor) -> float:
     entropy near ``log(k_len)``, is a sign that the model has not learned to
     align; entropy collapsing to 0 early is a sign of instability). Not in the paper.
     """
-    if not isinstance(weights, Tensor) or weights.dim() < 2:
-        shape = tuple(weights.shape) if isinstance(weights, Tensor) else type(weights).__name__
-        raise ValueError(f"weights must have shape (..., q_len, k_len); got {shape}")
-    w = weights.detach().float().reshape(-1, weights.size(-1))
-    alive = w.sum(dim=-1) > 0.5  # rows of a distribution sum to 1; masked rows to 0
+    w = weights.detach().float().reshape(-1, weights.size(-1))  # (rows, k_len): one distribution per row
+    alive = w.sum(dim=-1) > 0.5  # (rows,): rows of a distribution sum to 1; masked rows to 0
     if not bool(alive.any()):
         return float("nan")
     w = w[alive]
-    plogp = torch.where(w > 0, w * torch.log(w.clamp_min(torch.finfo(w.dtype).tiny)), torch.zeros_like(w))
+    plogp = torch.where(w > 0, w * torch.log(w.clamp_min(torch.finfo(w.dtype).tiny)), torch.zeros_like(w))  # (alive rows, k_len)
     return float(-plogp.sum(dim=-1).mean())
 
 

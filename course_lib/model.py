@@ -16,7 +16,7 @@ from .embedding import TokenEmbedding
 from .layers import DecoderLayer, DecoderLayerCache, EncoderLayer
 from .masks import causal_mask, check_mask, decoder_self_attention_mask, padding_mask
 from .positional import LearnedPositionalEmbedding, PositionalEncoding, SinusoidalPositionalEncoding
-from .validation import check_choice, check_int, check_probability, checked_by, config_from_dict
+from .validation import check_choice, check_float_input, check_hidden_states, check_int, check_probability, checked_by, config_from_dict, inputs_already_checked
 
 __all__ = [
     "TransformerConfig",
@@ -154,6 +154,7 @@ class LayerStack(nn.Module):
         )
         self.final_norm = nn.LayerNorm(c.d_model, eps=c.eps) if c.norm_first else nn.Identity()
         self.max_len = c.max_len
+        self.n_heads = c.n_heads
 
     def check_tokens(self, tokens: Tensor, name: str, offset: int = 0) -> None:
         """Raise ``ValueError`` naming ``name`` unless ``tokens`` fit the stack.
@@ -182,8 +183,8 @@ class Encoder(LayerStack):
         embedding: an existing :class:`TokenEmbedding` to use (weight sharing).
 
     Shapes:
-        ``src``: ``(batch, src_len)`` long ids; ``src_mask``: bool, ``True`` =
-        may attend, broadcastable to ``(batch, n_heads, src_len, src_len)``.
+        ``src``: ``(batch, src_len)`` long ids; ``src_mask`` (keyword-only):
+        bool, ``True`` = may attend, broadcastable to ``(batch, n_heads, src_len, src_len)``.
         Returns the ``memory``: ``(batch, src_len, d_model)``.
 
     Source: Vaswani et al. (2017), section 3.1.
@@ -192,16 +193,17 @@ class Encoder(LayerStack):
     def __init__(self, config: TransformerConfig, embedding: TokenEmbedding | None = None) -> None:
         super().__init__(config, EncoderLayer, config.n_encoder_layers, config.src_vocab_size, embedding)
 
-    def check_inputs(self, src: Tensor, src_mask: Tensor | None = None) -> None:
-        """Raise ``ValueError`` naming ``src`` for ids that do not fit (see :meth:`LayerStack.check_tokens`)."""
+    def check_inputs(self, src: Tensor, *, src_mask: Tensor | None = None) -> None:
+        """Raise naming ``src`` for ids that do not fit (see :meth:`LayerStack.check_tokens`) or a bad ``src_mask``."""
         self.check_tokens(src, "src")
+        check_mask(src_mask, (src.size(0), self.n_heads, src.size(1), src.size(1)), "src_mask")
 
     @checked_by(check_inputs)
-    def forward(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
-        x = self.positional(self.embedding(src))
+    def forward(self, src: Tensor, *, src_mask: Tensor | None = None) -> Tensor:
+        x = self.positional(self.embedding(src))  # (batch, src_len, d_model)
         for layer in self.layers:
-            x = layer(x, src_mask)
-        return self.final_norm(x)
+            x = layer(x, src_mask=src_mask)
+        return self.final_norm(x)  # memory: (batch, src_len, d_model)
 
 
 class DecoderCache:
@@ -235,8 +237,8 @@ class Decoder(LayerStack):
 
     Shapes:
         ``tgt``: ``(batch, tgt_len)`` long ids (with a cache: only the new
-        positions); ``memory``: ``(batch, src_len, d_model)``; ``tgt_mask``:
-        bool broadcastable to ``(batch, n_heads, tgt_len, cached_len + tgt_len)``;
+        positions); ``memory``: ``(batch, src_len, d_model)``. Keyword-only:
+        ``tgt_mask``: bool broadcastable to ``(batch, n_heads, tgt_len, cached_len + tgt_len)``;
         ``memory_mask``: bool broadcastable to ``(batch, n_heads, tgt_len, src_len)``.
         Returns hidden states ``(batch, tgt_len, d_model)``.
 
@@ -250,25 +252,47 @@ class Decoder(LayerStack):
         """An empty :class:`DecoderCache` for incremental decoding."""
         return DecoderCache(len(self.layers))
 
-    def check_inputs(self, tgt: Tensor, memory: Tensor, tgt_mask: Tensor | None = None,
+    def check_inputs(self, tgt: Tensor, memory: Tensor, *, tgt_mask: Tensor | None = None,
                      memory_mask: Tensor | None = None, cache: DecoderCache | None = None) -> None:
-        """Raise ``ValueError`` naming ``tgt`` for ids that do not fit after the cached positions."""
+        """Raise naming ``tgt``, ``memory``, ``tgt_mask`` or ``memory_mask`` for inputs :meth:`forward` cannot take."""
         self.check_tokens(tgt, "tgt", offset=cache.length if cache is not None else 0)
+        check_memory_and_masks(self, tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask, cache=cache)
 
     @checked_by(check_inputs)
     def forward(
         self,
         tgt: Tensor,
         memory: Tensor,
+        *,
         tgt_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
         cache: DecoderCache | None = None,
     ) -> Tensor:
         offset = cache.length if cache is not None else 0
-        x = self.positional(self.embedding(tgt), offset=offset)
+        x = self.positional(self.embedding(tgt), offset=offset)  # (batch, tgt_len, d_model)
         for i, layer in enumerate(self.layers):
-            x = layer(x, memory, tgt_mask, memory_mask, cache.layers[i] if cache is not None else None)
-        return self.final_norm(x)
+            layer_cache = cache.layers[i] if cache is not None else None
+            x = layer(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask, cache=layer_cache)
+        return self.final_norm(x)  # (batch, tgt_len, d_model)
+
+
+def check_memory_and_masks(decoder: Decoder, tgt: Tensor, memory: Tensor, *, tgt_mask: Tensor | None = None,
+                           memory_mask: Tensor | None = None, cache: DecoderCache | None = None) -> None:
+    """The checks of :meth:`Decoder.forward` and :meth:`Transformer.decode` after ``tgt``'s, naming the bad argument.
+
+    ``tgt``: ids already checked (:meth:`LayerStack.check_tokens`); ``memory``: ``(batch,
+    src_len, d_model)`` with ``tgt``'s batch size; the masks: bool and
+    broadcastable to ``(batch, n_heads, tgt_len, cached_len + tgt_len)``
+    (``tgt_mask``) and ``(batch, n_heads, tgt_len, src_len)`` (``memory_mask``).
+    """
+    past = cache.length if cache is not None else 0
+    check_hidden_states(memory, "memory", decoder.embedding.weight.size(1))
+    check_float_input(memory, decoder.embedding.weight, "memory", "the decoder")
+    if tgt.size(0) != memory.size(0):
+        raise ValueError(f"batch sizes differ: tgt has {tgt.size(0)}, memory has {memory.size(0)}")
+    batch, n_heads, tgt_len = tgt.size(0), decoder.n_heads, tgt.size(1)
+    check_mask(tgt_mask, (batch, n_heads, tgt_len, past + tgt_len), "tgt_mask")
+    check_mask(memory_mask, (batch, n_heads, tgt_len, memory.size(1)), "memory_mask")
 
 
 OLD_STATE_DICT_KEYS = {"generator.weight": "output_projection.weight", "generator.bias": "output_projection.bias"}
@@ -294,19 +318,19 @@ class Transformer(nn.Module):
         config: a :class:`TransformerConfig` (default: the paper's base sizes).
 
     Methods (shapes batch-first; masks bool, ``True`` = may attend):
-        ``encode(src, src_mask=None)``: ``(batch, src_len)`` ->
+        ``encode(src, *, src_mask=None)``: ``(batch, src_len)`` ->
         ``memory`` ``(batch, src_len, d_model)``. Default ``src_mask``:
         ``padding_mask(src, config.pad_id)`` of shape ``(batch, 1, 1, src_len)``
         (none when ``pad_id`` is ``None``).
 
-        ``decode(tgt, memory, memory_mask=None, tgt_mask=None, cache=None)``:
+        ``decode(tgt, memory, *, tgt_mask=None, memory_mask=None, cache=None)``:
         ``(batch, tgt_len)`` -> logits ``(batch, tgt_len, tgt_vocab_size)``.
         Default ``tgt_mask``: causal AND target padding; with a
         :class:`DecoderCache`, ``tgt`` holds only the new positions and the
         default mask lets them see every cached position and, among
         themselves, only earlier ones.
 
-        ``forward(src, tgt, src_mask=None, tgt_mask=None)``: ``encode`` then
+        ``forward(src, tgt, *, src_mask=None, tgt_mask=None)``: ``encode`` then
         ``decode``; logits ``(batch, tgt_len, tgt_vocab_size)``, float32.
 
     Raises:
@@ -333,7 +357,7 @@ class Transformer(nn.Module):
 
     def source_mask(self, src: Tensor) -> Tensor | None:
         """Default source mask: ``(batch, 1, 1, src_len)`` or ``None`` without ``pad_id``."""
-        return None if self.config.pad_id is None else padding_mask(src, self.config.pad_id)
+        return None if self.config.pad_id is None else padding_mask(src, self.config.pad_id)  # (batch, 1, 1, src_len)
 
     def target_mask(self, tgt: Tensor, cache: DecoderCache | None = None) -> Tensor:
         """Default mask of the decoder self-attention for ``tgt`` ``(batch, tgt_len)``.
@@ -344,17 +368,19 @@ class Transformer(nn.Module):
         position and, among themselves, only earlier ones (chapter 10).
         """
         if cache is None or cache.length == 0:
-            return decoder_self_attention_mask(tgt, self.config.pad_id)
+            return decoder_self_attention_mask(tgt, self.config.pad_id)  # (batch, 1, tgt_len, tgt_len)
         past, new = cache.length, tgt.size(1)
-        return causal_mask(past + new, device=tgt.device)[:, :, past:, :]
+        return causal_mask(past + new, device=tgt.device)[:, :, past:, :]  # (1, 1, new, past + new)
 
-    def check_encode_inputs(self, src: Tensor, src_mask: Tensor | None = None) -> None:
+    def check_encode_inputs(self, src: Tensor, *, src_mask: Tensor | None = None) -> None:
         """Check the arguments of :meth:`encode`, raising ``ValueError``/``TypeError`` naming ``src`` or ``src_mask``."""
         self.encoder.check_tokens(src, "src")
+        with inputs_already_checked():  # src is checked: its default mask need not check it again
+            src_mask = self.source_mask(src) if src_mask is None else src_mask
         check_mask(src_mask, (src.size(0), self.config.n_heads, src.size(1), src.size(1)), "src_mask")
 
     @checked_by(check_encode_inputs)
-    def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
+    def encode(self, src: Tensor, *, src_mask: Tensor | None = None) -> Tensor:
         """Encode ``src`` ``(batch, src_len)`` into ``memory`` ``(batch, src_len, d_model)``.
 
         ``src_mask``: bool, ``True`` = may attend, broadcastable to
@@ -365,26 +391,24 @@ class Transformer(nn.Module):
         """
         if src_mask is None:
             src_mask = self.source_mask(src)
-        return self.encoder(src, src_mask)
+        return self.encoder(src, src_mask=src_mask)
 
-    def check_decode_inputs(self, tgt: Tensor, memory: Tensor, memory_mask: Tensor | None = None,
-                            tgt_mask: Tensor | None = None, cache: DecoderCache | None = None) -> None:
+    def check_decode_inputs(self, tgt: Tensor, memory: Tensor, *, tgt_mask: Tensor | None = None,
+                            memory_mask: Tensor | None = None, cache: DecoderCache | None = None) -> None:
         """Check the arguments of :meth:`decode`, raising ``ValueError``/``TypeError`` naming the bad one."""
-        past = cache.length if cache is not None else 0
-        self.decoder.check_tokens(tgt, "tgt", offset=past)
-        if tgt.size(0) != memory.size(0):
-            raise ValueError(f"batch sizes differ: tgt has {tgt.size(0)}, memory has {memory.size(0)}")
-        batch, n_heads, tgt_len = tgt.size(0), self.config.n_heads, tgt.size(1)
-        check_mask(memory_mask, (batch, n_heads, tgt_len, memory.size(1)), "memory_mask")
-        check_mask(tgt_mask, (batch, n_heads, tgt_len, past + tgt_len), "tgt_mask")
+        self.decoder.check_tokens(tgt, "tgt", offset=cache.length if cache is not None else 0)
+        with inputs_already_checked():
+            tgt_mask = self.target_mask(tgt, cache) if tgt_mask is None else tgt_mask
+        check_memory_and_masks(self.decoder, tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask, cache=cache)
 
     @checked_by(check_decode_inputs)
     def decode(
         self,
         tgt: Tensor,
         memory: Tensor,
-        memory_mask: Tensor | None = None,
+        *,
         tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
         cache: DecoderCache | None = None,
     ) -> Tensor:
         """Decoder pass and output projection: logits ``(batch, tgt_len, tgt_vocab_size)``.
@@ -392,13 +416,13 @@ class Transformer(nn.Module):
         Args:
             tgt: ``(batch, tgt_len)`` ids (with a ``cache``: only the new positions).
             memory: the encoder output ``(batch, src_len, d_model)``.
-            memory_mask: bool, broadcastable to ``(batch, n_heads, tgt_len,
-                src_len)``: which source positions cross-attention may read
-                (usually the source padding mask ``(batch, 1, 1, src_len)``,
-                i.e. the ``src_mask`` of :meth:`encode`).
-            tgt_mask: bool, broadcastable to ``(batch, n_heads, tgt_len,
-                cached_len + tgt_len)``; default :meth:`target_mask` (causal
-                AND target padding).
+            tgt_mask: keyword-only; bool, broadcastable to ``(batch, n_heads,
+                tgt_len, cached_len + tgt_len)``; default :meth:`target_mask`
+                (causal AND target padding).
+            memory_mask: keyword-only; bool, broadcastable to ``(batch,
+                n_heads, tgt_len, src_len)``: which source positions
+                cross-attention may read (usually the source padding mask
+                ``(batch, 1, 1, src_len)``, i.e. the ``src_mask`` of :meth:`encode`).
             cache: a :class:`DecoderCache` for incremental decoding (chapter 10).
 
         Raises:
@@ -407,11 +431,11 @@ class Transformer(nn.Module):
         """
         if tgt_mask is None:
             tgt_mask = self.target_mask(tgt, cache)
-        hidden = self.decoder(tgt, memory, tgt_mask, memory_mask, cache)
-        return self.output_projection(hidden)
+        hidden = self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask, cache=cache)
+        return self.output_projection(hidden)  # (batch, tgt_len, tgt_vocab_size)
 
     def check_inputs(
-        self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None
+        self, src: Tensor, tgt: Tensor, *, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None
     ) -> None:
         """Check the arguments of :meth:`forward` once, raising ``ValueError``/``TypeError`` naming the bad one.
 
@@ -424,13 +448,16 @@ class Transformer(nn.Module):
         if src.size(0) != tgt.size(0):
             raise ValueError(f"batch sizes differ: src has {src.size(0)}, tgt has {tgt.size(0)}")
         batch, n_heads, src_len, tgt_len = src.size(0), self.config.n_heads, src.size(1), tgt.size(1)
+        with inputs_already_checked():  # the default masks are checked too (a subclass may compute them)
+            src_mask = self.source_mask(src) if src_mask is None else src_mask
+            tgt_mask = self.target_mask(tgt) if tgt_mask is None else tgt_mask
         check_mask(src_mask, (batch, n_heads, src_len, src_len), "src_mask")
         check_mask(src_mask, (batch, n_heads, tgt_len, src_len), "src_mask")
         check_mask(tgt_mask, (batch, n_heads, tgt_len, tgt_len), "tgt_mask")
 
     @checked_by(check_inputs)
     def forward(
-        self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None
+        self, src: Tensor, tgt: Tensor, *, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None
     ) -> Tensor:
         """``encode`` then ``decode``: logits ``(batch, tgt_len, tgt_vocab_size)``.
 
@@ -445,8 +472,8 @@ class Transformer(nn.Module):
         """
         if src_mask is None:
             src_mask = self.source_mask(src)
-        memory = self.encode(src, src_mask)
-        return self.decode(tgt, memory, src_mask, tgt_mask)
+        memory = self.encode(src, src_mask=src_mask)  # (batch, src_len, d_model)
+        return self.decode(tgt, memory, tgt_mask=tgt_mask, memory_mask=src_mask)
 
     def new_cache(self) -> DecoderCache:
         """An empty :class:`DecoderCache` for :meth:`decode` step by step."""

@@ -1,7 +1,8 @@
 """Input checks shared by the whole library: one place, one wording.
 
 The public entry points (layer ``forward`` methods, decoding functions,
-schedules, data helpers) call these once per call, so a wrong argument fails
+schedules, data helpers) call these once per call (model code through
+:func:`checked_by`, at the outermost entry point only), so a wrong argument fails
 at the boundary with a message that names it and says what was expected —
 never deep inside a matrix product, never as a silent NaN.
 
@@ -13,9 +14,10 @@ from __future__ import annotations
 
 import functools
 import math
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import fields
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 import torch
 from torch import Tensor
@@ -35,7 +37,7 @@ __all__ = [
     "checked_by",
     "config_from_dict",
     "describe",
-    "inputs_checked",
+    "inputs_already_checked",
     "model_setting",
 ]
 
@@ -176,21 +178,35 @@ def check_hidden_states(x: Any, name: str, d_model: int) -> None:
 _INSIDE_CHECKED_CALL: ContextVar[bool] = ContextVar("course_lib_inside_checked_call", default=False)
 
 
-def inputs_checked() -> bool:
-    """Whether an outer entry point decorated with :func:`checked_by` has already checked this call's inputs."""
-    return _INSIDE_CHECKED_CALL.get()
+@contextmanager
+def inputs_already_checked() -> Iterator[None]:
+    """Within the block, the entry points decorated with :func:`checked_by` skip their checks.
+
+    For a check function that derives values from inputs it has just checked
+    (e.g. the default masks of ``src``): the calls that derive them need not
+    check ``src`` again.
+    """
+    token = _INSIDE_CHECKED_CALL.set(True)
+    try:
+        yield
+    finally:
+        _INSIDE_CHECKED_CALL.reset(token)
 
 
 def checked_by(check: Callable[..., Any]) -> Callable[[Callable[..., T]], Callable[..., T]]:
-    """Decorate a public entry point whose arguments flow into other entry points.
+    """Decorate a public entry point with the check of its arguments: the course's one validation mechanism.
+
+    Every public function and layer ``forward`` that takes data from a
+    learner is decorated; the algorithm in its body carries no guards.
 
     ``check`` receives the entry point's arguments (``self`` included for a
     method) and raises for bad ones, naming them. It runs first, unless an
     outer entry point has already checked the same inputs; the body then runs
-    with :func:`inputs_checked` true, so the entry points it calls skip their
-    checks. So ``Transformer.forward(src, tgt)`` checks ``src`` once, although
-    ``src`` passes through ``encode``, the padding mask and the embedding,
-    each of which checks it when called on its own.
+    as in :func:`inputs_already_checked`, so the entry points it calls skip
+    their checks. So ``Transformer.forward(src, tgt)`` checks ``src`` once
+    (and no layer checks anything), although ``src`` passes through
+    ``encode``, the padding mask, the embedding and every layer, each of which
+    checks its input when called on its own.
     """
 
     def decorate(fn: Callable[..., T]) -> Callable[..., T]:
@@ -199,11 +215,8 @@ def checked_by(check: Callable[..., Any]) -> Callable[[Callable[..., T]], Callab
             if _INSIDE_CHECKED_CALL.get():
                 return fn(*args, **kwargs)
             check(*args, **kwargs)
-            token = _INSIDE_CHECKED_CALL.set(True)
-            try:
+            with inputs_already_checked():
                 return fn(*args, **kwargs)
-            finally:
-                _INSIDE_CHECKED_CALL.reset(token)
 
         return entry_point
 

@@ -1,7 +1,9 @@
 """Data for the course: loaders, splits, tokenizers and batches (chapter 9).
 
-Import everything from here (``from course_lib.data import ...``); the
-underscore submodules are an implementation detail.
+Import from here (``from course_lib.data import ...``); the imports below
+say which file of this package defines each name: ``files`` (where files
+come from), ``datasets``, ``text`` (normalisation), ``tokenization``,
+``batching`` and ``pipeline`` (the one-call loaders).
 
 Where files come from
     :func:`resolve_file` looks for each file under ``root=``, then
@@ -33,18 +35,126 @@ Batches
 Importing this package does no work (no file access, no network).
 """
 
-from ._batching import *  # noqa: F403 - each submodule's __all__ is the public API
-from ._batching import __all__ as batching_names
-from ._datasets import *  # noqa: F403
-from ._datasets import __all__ as datasets_names
-from ._files import *  # noqa: F403
-from ._files import __all__ as files_names
-from ._pipeline import *  # noqa: F403
-from ._pipeline import __all__ as pipeline_names
-from ._text import *  # noqa: F403
-from ._text import __all__ as text_names
-from ._tokenize import *  # noqa: F403
-from ._tokenize import __all__ as tokenize_names
+from .files import (
+    DataNotFoundError,
+    DataValidationError,
+    Source,
+    RemoteFile,
+    cache_dir,
+    resolve_file,
+    download_file,
+    DATA_ENV_VAR,
+    CACHE_ENV_VAR,
+    USER_AGENT,
+    read_utf8,
+    validate_gzip_lines,
+    validate_tab_pairs,
+    validate_text,
+)
+from .datasets import (
+    TATOEBA_FILE,
+    TATOEBA_ATTRIBUTION,
+    TINY_SHAKESPEARE_FILE,
+    MULTI30K_LICENSE,
+    multi30k_file,
+    load_tatoeba_en_zh,
+    load_tiny_shakespeare,
+    load_multi30k,
+    split_by_source,
+    group_by_source,
+    synthetic_copy_task,
+    NUM_SPECIAL_TOKENS,
+)
+from .text import (
+    english_normalizer,
+    chinese_normalizer,
+    normalize_english,
+    normalize_chinese,
+)
+from .tokenization import (
+    PAD_ID,
+    BOS_ID,
+    EOS_ID,
+    UNK_ID,
+    PAD,
+    BOS,
+    EOS,
+    UNK,
+    SPECIAL_TOKENS,
+    TextTokenizer,
+    train_bpe_tokenizer,
+    train_char_tokenizer,
+    train_tokenizers,
+)
+from .batching import (
+    shift_right,
+    Batch,
+    collate_batch,
+    TranslationDataset,
+    BucketBatchSampler,
+    padding_fraction,
+    make_loader,
+)
+from .pipeline import (
+    DataConfig,
+    TranslationData,
+    make_dataloaders,
+    DATASETS,
+)
 
-__all__ = [*files_names, *datasets_names, *text_names, *tokenize_names, *batching_names, *pipeline_names]
-del files_names, datasets_names, text_names, tokenize_names, batching_names, pipeline_names
+__all__ = [
+    "DataNotFoundError",
+    "DataValidationError",
+    "Source",
+    "RemoteFile",
+    "cache_dir",
+    "resolve_file",
+    "download_file",
+    "DATA_ENV_VAR",
+    "CACHE_ENV_VAR",
+    "USER_AGENT",
+    "read_utf8",
+    "validate_gzip_lines",
+    "validate_tab_pairs",
+    "validate_text",
+    "TATOEBA_FILE",
+    "TATOEBA_ATTRIBUTION",
+    "TINY_SHAKESPEARE_FILE",
+    "MULTI30K_LICENSE",
+    "multi30k_file",
+    "load_tatoeba_en_zh",
+    "load_tiny_shakespeare",
+    "load_multi30k",
+    "split_by_source",
+    "group_by_source",
+    "synthetic_copy_task",
+    "NUM_SPECIAL_TOKENS",
+    "english_normalizer",
+    "chinese_normalizer",
+    "normalize_english",
+    "normalize_chinese",
+    "PAD_ID",
+    "BOS_ID",
+    "EOS_ID",
+    "UNK_ID",
+    "PAD",
+    "BOS",
+    "EOS",
+    "UNK",
+    "SPECIAL_TOKENS",
+    "TextTokenizer",
+    "train_bpe_tokenizer",
+    "train_char_tokenizer",
+    "train_tokenizers",
+    "shift_right",
+    "Batch",
+    "collate_batch",
+    "TranslationDataset",
+    "BucketBatchSampler",
+    "padding_fraction",
+    "make_loader",
+    "DataConfig",
+    "TranslationData",
+    "make_dataloaders",
+    "DATASETS",
+]

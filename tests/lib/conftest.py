@@ -78,9 +78,9 @@ def copy_encoder_layer(ours: nn.Module, theirs: nn.TransformerEncoderLayer) -> N
     """``course_lib.layers.EncoderLayer`` -> ``nn.TransformerEncoderLayer``."""
     copy_mha(ours.self_attn, theirs.self_attn)
     with torch.no_grad():
-        _copy_linear(ours.feed_forward.linear1, theirs.linear1)
-        _copy_linear(ours.feed_forward.linear2, theirs.linear2)
-        for mine, other in ((ours.sublayer1.norm, theirs.norm1), (ours.sublayer2.norm, theirs.norm2)):
+        _copy_linear(ours.ffn.linear1, theirs.linear1)
+        _copy_linear(ours.ffn.linear2, theirs.linear2)
+        for mine, other in ((ours.self_attn_sublayer.norm, theirs.norm1), (ours.ffn_sublayer.norm, theirs.norm2)):
             other.weight.copy_(mine.weight)
             other.bias.copy_(mine.bias)
 
@@ -90,9 +90,13 @@ def copy_decoder_layer(ours: nn.Module, theirs: nn.TransformerDecoderLayer) -> N
     copy_mha(ours.self_attn, theirs.self_attn)
     copy_mha(ours.cross_attn, theirs.multihead_attn)
     with torch.no_grad():
-        _copy_linear(ours.feed_forward.linear1, theirs.linear1)
-        _copy_linear(ours.feed_forward.linear2, theirs.linear2)
-        pairs = ((ours.sublayer1.norm, theirs.norm1), (ours.sublayer2.norm, theirs.norm2), (ours.sublayer3.norm, theirs.norm3))
+        _copy_linear(ours.ffn.linear1, theirs.linear1)
+        _copy_linear(ours.ffn.linear2, theirs.linear2)
+        pairs = (
+            (ours.self_attn_sublayer.norm, theirs.norm1),
+            (ours.cross_attn_sublayer.norm, theirs.norm2),
+            (ours.ffn_sublayer.norm, theirs.norm3),
+        )
         for mine, other in pairs:
             other.weight.copy_(mine.weight)
             other.bias.copy_(mine.bias)

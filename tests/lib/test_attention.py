@@ -213,9 +213,9 @@ def test_mha_matches_torch_multihead_attention(parity, fused_qkv, cross, kind):
     attn_mask = None if attn_mask is None else parity.blocked(attn_mask)
 
     if cross:
-        out, w = ours(x, mem, mem, mask=ours_mask, need_weights=True)
+        out, w = attend(ours, x, mem, mem, mask=ours_mask)
     else:
-        out, w = ours(x, mask=ours_mask, need_weights=True)
+        out, w = attend(ours, x, mask=ours_mask)
     ref, w_ref = theirs(
         x, mem, mem, key_padding_mask=kpm, attn_mask=attn_mask, need_weights=True, average_attn_weights=False
     )
@@ -226,6 +226,13 @@ def test_mha_matches_torch_multihead_attention(parity, fused_qkv, cross, kind):
     inputs = (x, mem) if cross else (x,)
     for a, r in zip(torch.autograd.grad(out, inputs, g), torch.autograd.grad(ref, inputs, g)):
         torch.testing.assert_close(a, r, atol=1e-4, rtol=1e-4)
+
+
+def attend(mha, *args, **kwargs):
+    """``(output, weights)`` of one call: the weights read the one way there is, ``last_weights``."""
+    mha.record_weights = True
+    out = mha(*args, **kwargs)
+    return out, mha.last_weights
 
 
 @pytest.mark.parametrize("cross", [False, True], ids=["self", "cross"])
@@ -242,8 +249,8 @@ def test_fused_and_separate_qkv_agree(cross):
     mem = torch.randn(2, 4, 12)
     mask = causal_mask(5) if not cross else None
     args = (x, mem, mem) if cross else (x,)
-    a, wa = sep(*args, mask=mask, need_weights=True)
-    b, wb = fused(*args, mask=mask, need_weights=True)
+    a, wa = attend(sep, *args, mask=mask)
+    b, wb = attend(fused, *args, mask=mask)
     torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
     torch.testing.assert_close(wa, wb, atol=1e-6, rtol=1e-6)
 
@@ -264,7 +271,7 @@ def test_mha_heads_are_independent_subspaces():
     """Head h's output depends only on columns h*d_k:(h+1)*d_k of the projected q, k, v."""
     mha = MultiHeadAttention(8, 2).eval()
     x = torch.randn(1, 4, 8)
-    _, w = mha(x, need_weights=True)
+    _, w = attend(mha, x)
     with torch.no_grad():
         q = mha.q_proj(x)[0]
         k = mha.k_proj(x)[0]
@@ -280,7 +287,7 @@ def test_mha_fully_masked_row_low_precision(dtype):
     x = torch.randn(2, 3, 16, dtype=dtype, requires_grad=True)
     mask = torch.ones(2, 1, 3, 3, dtype=torch.bool)
     mask[1, :, 2] = False
-    out, w = mha(x, mask=mask, need_weights=True)
+    out, w = attend(mha, x, mask=mask)
     assert torch.isfinite(out).all()
     assert torch.all(w[1, :, 2] == 0)
     # the blocked row's output is just the output bias (zero attention output)
@@ -290,37 +297,41 @@ def test_mha_fully_masked_row_low_precision(dtype):
     assert all(torch.isfinite(p.grad).all() for p in mha.parameters())
 
 
-def test_need_weights_and_record_weights():
-    mha = MultiHeadAttention(8, 2)
+def test_record_weights_is_the_one_way_to_the_weights():
+    mha = MultiHeadAttention(8, 2).eval()
     x = torch.randn(1, 3, 8)
-    out, w = mha(x)
-    assert w is None and mha.last_weights is None
+    out = mha(x)
+    assert isinstance(out, torch.Tensor) and out.shape == (1, 3, 8) and mha.last_weights is None
     mha.record_weights = True
-    _, w = mha(x, need_weights=True)
+    torch.testing.assert_close(mha(x), out)
     assert mha.last_weights is not None and not mha.last_weights.requires_grad
-    torch.testing.assert_close(mha.last_weights, w.detach())
+    # independent: the weights from the projections, by hand
+    q, k = mha.q_proj(x).view(1, 3, 2, 4).transpose(1, 2), mha.k_proj(x).view(1, 3, 2, 4).transpose(1, 2)
+    torch.testing.assert_close(mha.last_weights, torch.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1).detach())
+    with pytest.raises(TypeError, match="need_weights"):
+        mha(x, need_weights=True)
 
 
 def test_mha_dropout_train_vs_eval():
     mha = MultiHeadAttention(16, 4, dropout_p=0.5)
     x = torch.randn(2, 6, 16)
     mha.train()
-    assert not torch.allclose(mha(x)[0], mha(x)[0])
+    assert not torch.allclose(mha(x), mha(x))
     mha.eval()
-    a = mha(x)[0]
-    torch.testing.assert_close(a, mha(x)[0], atol=0, rtol=0)
+    a = mha(x)
+    torch.testing.assert_close(a, mha(x), atol=0, rtol=0)
     mha.dropout_p = 0.0
-    torch.testing.assert_close(a, mha(x)[0], atol=0, rtol=0)
+    torch.testing.assert_close(a, mha(x), atol=0, rtol=0)
 
 
 def test_self_attention_cache_equals_full_causal():
     mha = MultiHeadAttention(16, 4).eval()
     x = torch.randn(2, 6, 16)
-    full, _ = mha(x, mask=causal_mask(6))
+    full = mha(x, mask=causal_mask(6))
     cache = KVCache()
     steps = []
     for t in range(6):
-        y, _ = mha(x[:, t : t + 1], cache=cache)  # one new query sees every cached key
+        y = mha(x[:, t : t + 1], cache=cache)  # one new query sees every cached key
         steps.append(y)
     assert cache.length == 6
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-6, rtol=1e-5)
@@ -329,11 +340,11 @@ def test_self_attention_cache_equals_full_causal():
 def test_static_cache_projects_memory_once():
     mha = MultiHeadAttention(16, 4).eval()
     x, mem = torch.randn(2, 3, 16), torch.randn(2, 5, 16)
-    full, _ = mha(x, mem, mem)
+    full = mha(x, mem, mem)
     cache = KVCache(static=True)
-    a, _ = mha(x[:, :2], mem, mem, cache=cache)
+    a = mha(x[:, :2], mem, mem, cache=cache)
     key = cache.key
-    b, _ = mha(x[:, 2:], torch.zeros_like(mem), torch.zeros_like(mem), cache=cache)  # memory ignored now
+    b = mha(x[:, 2:], torch.zeros_like(mem), torch.zeros_like(mem), cache=cache)  # memory ignored now
     assert cache.key is key and cache.length == 5
     torch.testing.assert_close(torch.cat([a, b], 1), full, atol=1e-6, rtol=1e-5)
 
@@ -383,6 +394,24 @@ def test_mha_input_dtype_must_match_the_weights(fused_qkv):
     assert mha.double()(x.double())[0].dtype == torch.float64
     mha.float()
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert mha(x.bfloat16())[0].shape == (2, 3, 8)
+        assert mha(x.bfloat16()).shape == (2, 3, 8)
         with pytest.raises(TypeError, match="query has dtype torch.float64"):  # autocast does not cast float64
             mha(x.double())
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["separate", "fused"])
+def test_project_takes_a_role_name(fused):
+    """``project(x, role)``: the role's own projection, also as rows of a fused weight."""
+    mha = MultiHeadAttention(8, 2, fused_qkv=fused)
+    x = torch.randn(2, 3, 8)
+    with torch.no_grad():
+        if fused:
+            weights = dict(zip(("query", "key", "value"), mha.qkv_proj.weight.split(8)))
+            biases = dict(zip(("query", "key", "value"), mha.qkv_proj.bias.split(8)))
+        else:
+            weights = {"query": mha.q_proj.weight, "key": mha.k_proj.weight, "value": mha.v_proj.weight}
+            biases = {"query": mha.q_proj.bias, "key": mha.k_proj.bias, "value": mha.v_proj.bias}
+        for role in ("query", "key", "value"):
+            torch.testing.assert_close(mha.project(x, role), x @ weights[role].T + biases[role])
+    with pytest.raises(ValueError, match=r"role must be one of \('query', 'key', 'value'\); got 1"):
+        mha.project(x, 1)

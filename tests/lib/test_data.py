@@ -25,7 +25,7 @@ import pytest
 import torch
 
 import course_lib.data as D
-from course_lib.data import _datasets
+from course_lib.data import datasets as _datasets
 from course_lib.masks import decoder_self_attention_mask, padding_mask
 
 # ----------------------------------------------------------------------------- fixtures

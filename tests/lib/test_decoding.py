@@ -280,10 +280,10 @@ class TableModel(nn.Module):
     def new_cache(self):
         return TableModel.Cache()
 
-    def encode(self, src, src_mask=None):
+    def encode(self, src, *, src_mask=None):
         return src[:, :1, None].float()
 
-    def decode(self, tgt, memory, src_mask=None, tgt_mask=None, cache=None):
+    def decode(self, tgt, memory, *, tgt_mask=None, memory_mask=None, cache=None):
         if cache is not None:
             cache.prefix = tgt if cache.prefix is None else torch.cat([cache.prefix, tgt], dim=1)
             tgt = cache.prefix

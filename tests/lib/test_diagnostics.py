@@ -66,17 +66,17 @@ def make_batch(batch: int = 4, src_len: int = 7, tgt_len: int = 6, lengths=(7, 5
 class NoCausalMask(Transformer):
     """Broken: the decoder self-attention gets only the padding mask."""
 
-    def decode(self, tgt, memory, src_mask=None, tgt_mask=None, cache=None):
-        return super().decode(tgt, memory, src_mask, padding_mask(tgt, PAD), cache)
+    def decode(self, tgt, memory, *, tgt_mask=None, memory_mask=None, cache=None):
+        return super().decode(tgt, memory, tgt_mask=padding_mask(tgt, PAD), memory_mask=memory_mask, cache=cache)
 
 
 class CausalOffByOne(Transformer):
     """Broken: position t may also attend to position t + 1."""
 
-    def decode(self, tgt, memory, src_mask=None, tgt_mask=None, cache=None):
+    def decode(self, tgt, memory, *, tgt_mask=None, memory_mask=None, cache=None):
         n = tgt.size(1)
         leaky = torch.ones(n, n, dtype=torch.bool).tril(diagonal=1)[None, None]
-        return super().decode(tgt, memory, src_mask, leaky, cache)
+        return super().decode(tgt, memory, tgt_mask=leaky, memory_mask=memory_mask, cache=cache)
 
 
 class QueryAxisPaddingMask(Transformer):

@@ -142,7 +142,7 @@ def test_encoder_layer_matches_torch(parity, norm_first, activation, masks):
         attn_mask = attn_mask.clone()
         attn_mask[:, 0] = False
 
-    out = ours(x, our_mask)
+    out = ours(x, src_mask=our_mask)
     ref = theirs(x, src_mask=attn_mask, src_key_padding_mask=kpm)
     torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-4)
     g = torch.randn_like(out)
@@ -158,7 +158,7 @@ def test_encoder_layer_matches_torch_fast_path_and_fused_qkv(parity, norm_first)
     src = parity.tokens_with_padding(2, 5, 20, [5, 3])
     x = torch.randn(2, 5, D_MODEL)
     with torch.no_grad():
-        out = ours(x, padding_mask(src, 0))
+        out = ours(x, src_mask=padding_mask(src, 0))
         ref = theirs(x, src_key_padding_mask=parity.key_padding(padding_mask(src, 0)))
     keep = src != 0  # the native kernel may zero padded query rows
     torch.testing.assert_close(out[keep], ref[keep], atol=1e-5, rtol=1e-4)
@@ -199,7 +199,7 @@ def test_decoder_layer_matches_torch(parity, norm_first, activation, masks):
             tgt_key_padding_mask=parity.key_padding(padding_mask(tgt, 0)),
             memory_key_padding_mask=parity.key_padding(memory_mask),
         )
-    out = ours(x, memory, tgt_mask, memory_mask)
+    out = ours(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask)
     ref = theirs(x, memory, **kw)
     torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-4)
     g = torch.randn_like(out)
@@ -211,9 +211,9 @@ def test_decoder_layer_cache_equals_full(parity):
     layer = parity.randomize_(DecoderLayer(D_MODEL, N_HEADS, D_FF, 0.0)).eval()
     x, memory = torch.randn(2, 5, D_MODEL), torch.randn(2, 4, D_MODEL)
     src = torch.tensor([[1, 2, 3, 0], [1, 2, 0, 0]])
-    full = layer(x, memory, causal_mask(5), padding_mask(src, 0))
+    full = layer(x, memory, tgt_mask=causal_mask(5), memory_mask=padding_mask(src, 0))
     cache = DecoderLayerCache()
-    steps = [layer(x[:, t : t + 1], memory, None, padding_mask(src, 0), cache) for t in range(5)]
+    steps = [layer(x[:, t : t + 1], memory, memory_mask=padding_mask(src, 0), cache=cache) for t in range(5)]
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-4)
 
 
@@ -239,10 +239,18 @@ def test_layer_bad_inputs():
         dec(torch.randn(2, 3, D_MODEL), torch.randn(3, 4, D_MODEL))
     with pytest.raises(ValueError, match=r"d_model=16.*n_heads=5"):
         EncoderLayer(16, 5, 32)
-    with pytest.raises(ValueError, match="mask of shape"):
-        enc(torch.randn(2, 3, D_MODEL), torch.ones(2, 1, 1, 4, dtype=torch.bool))
-    with pytest.raises(TypeError, match="torch.bool"):
-        enc(torch.randn(2, 3, D_MODEL), torch.ones(2, 1, 1, 3))
+    with pytest.raises(ValueError, match="src_mask of shape"):
+        enc(torch.randn(2, 3, D_MODEL), src_mask=torch.ones(2, 1, 1, 4, dtype=torch.bool))
+    with pytest.raises(TypeError, match="src_mask must have dtype torch.bool"):
+        enc(torch.randn(2, 3, D_MODEL), src_mask=torch.ones(2, 1, 1, 3))
+    with pytest.raises(ValueError, match="memory_mask of shape"):
+        dec(torch.randn(2, 3, D_MODEL), torch.randn(2, 4, D_MODEL), memory_mask=torch.ones(2, 1, 1, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="tgt_mask of shape"):
+        dec(torch.randn(2, 3, D_MODEL), torch.randn(2, 4, D_MODEL), tgt_mask=torch.ones(2, 1, 1, 4, dtype=torch.bool))
+    with pytest.raises(TypeError, match="query has dtype torch.float16"):
+        enc(torch.randn(2, 3, D_MODEL).half())
+    with pytest.raises(TypeError, match="positional"):  # masks are keyword-only
+        enc(torch.randn(2, 3, D_MODEL), torch.ones(2, 1, 1, 3, dtype=torch.bool))
 
 
 def test_torch_gelu_is_the_exact_erf_form():

@@ -109,7 +109,8 @@ def test_model_attention_entropy_reads_last_weights():
     assert model_attention_entropy(model) == {}
     x = torch.randn(2, 5, 8)
     model[0].record_weights = True
-    _, w = model[0](x, need_weights=True)
+    model[0](x)
+    w = model[0].last_weights
     out = model_attention_entropy(model)
     assert list(out) == ["0"]
     rows = w.detach().reshape(-1, 5)

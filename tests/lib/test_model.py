@@ -183,11 +183,11 @@ def test_encoder_stack_matches_torch_encoder(parity, norm_first):
     x = x.detach().requires_grad_()
     ours = x
     for layer in model.encoder.layers:
-        ours = layer(ours, padding_mask(src, 0))
+        ours = layer(ours, src_mask=padding_mask(src, 0))
     ours = model.encoder.final_norm(ours)
     ref = enc(x, src_key_padding_mask=src == 0)
     torch.testing.assert_close(ours, ref, atol=1e-5, rtol=1e-4)
-    torch.testing.assert_close(model.encoder(src, padding_mask(src, 0)), ref.detach(), atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(model.encoder(src, src_mask=padding_mask(src, 0)), ref.detach(), atol=1e-5, rtol=1e-4)
     g = torch.randn_like(ref)
     torch.testing.assert_close(
         torch.autograd.grad(ours, x, g)[0], torch.autograd.grad(ref, x, g)[0], atol=1e-4, rtol=1e-4
@@ -198,11 +198,11 @@ def test_default_masks_are_built_from_pad_id(parity):
     model = small_model(parity)
     src = parity.tokens_with_padding(2, 6, SRC_V, [6, 2])
     tgt = parity.tokens_with_padding(2, 4, TGT_V, [4, 3])
-    explicit = model(src, tgt, padding_mask(src, 0), decoder_self_attention_mask(tgt, 0))
+    explicit = model(src, tgt, src_mask=padding_mask(src, 0), tgt_mask=decoder_self_attention_mask(tgt, 0))
     torch.testing.assert_close(model(src, tgt), explicit, atol=0, rtol=0)
     none = small_model(parity, pad_id=None)
     none.load_state_dict(model.state_dict())
-    torch.testing.assert_close(none(src, tgt), model(src, tgt, torch.ones(1, 1, 1, 6, dtype=torch.bool), causal_mask(4)))
+    torch.testing.assert_close(none(src, tgt), model(src, tgt, src_mask=torch.ones(1, 1, 1, 6, dtype=torch.bool), tgt_mask=causal_mask(4)))
 
 
 # ------------------------------------------------------------- final norms
@@ -216,7 +216,7 @@ def test_pre_ln_stacks_have_a_final_layer_norm(parity, norm_first):
     # encoder output = last layer's output, then the final norm only in Pre-LN
     x = model.encoder.positional(model.encoder.embedding(src))
     for layer in model.encoder.layers:
-        x = layer(x, None)
+        x = layer(x)
     memory = model.encode(src)
     if norm_first:
         assert not torch.allclose(memory, x, atol=1e-3)
@@ -269,10 +269,10 @@ def test_padding_never_changes_non_pad_outputs(parity, norm_first):
     tgt_mask = decoder_self_attention_mask(tgt, 0)
     src_junk = torch.where(src == 0, torch.randint(1, SRC_V, src.shape), src)
     tgt_junk = torch.where(tgt == 0, torch.randint(1, TGT_V, tgt.shape), tgt)
-    out = model(src_junk, tgt_junk, src_mask, tgt_mask)
+    out = model(src_junk, tgt_junk, src_mask=src_mask, tgt_mask=tgt_mask)
     torch.testing.assert_close(out[keep_tgt], base_logits[keep_tgt], atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(
-        model.encode(src_junk, src_mask)[keep_src], base_memory[keep_src], atol=1e-5, rtol=1e-4
+        model.encode(src_junk, src_mask=src_mask)[keep_src], base_memory[keep_src], atol=1e-5, rtol=1e-4
     )
 
 
@@ -297,12 +297,12 @@ def test_kv_cache_equals_full_recomputation(parity, chunks, norm_first):
     tgt = torch.randint(1, TGT_V, (2, 6))
     src_mask = padding_mask(src, 0)
     memory = model.encode(src)
-    full = model.decode(tgt, memory, src_mask)
+    full = model.decode(tgt, memory, memory_mask=src_mask)
     cache = model.new_cache()
     pieces, start = [], 0
     cross_keys = None
     for n in chunks:
-        pieces.append(model.decode(tgt[:, start : start + n], memory, src_mask, cache=cache))
+        pieces.append(model.decode(tgt[:, start : start + n], memory, memory_mask=src_mask, cache=cache))
         start += n
         assert cache.length == start
         keys = [layer.cross_attn.key for layer in cache.layers]
@@ -382,7 +382,7 @@ def test_encoder_decoder_classes_usable_alone():
     c = small_config()
     enc, dec = Encoder(c).eval(), Decoder(c).eval()
     memory = enc(torch.randint(1, SRC_V, (2, 5)))
-    hidden = dec(torch.randint(1, TGT_V, (2, 3)), memory, causal_mask(3))
+    hidden = dec(torch.randint(1, TGT_V, (2, 3)), memory, tgt_mask=causal_mask(3))
     assert memory.shape == (2, 5, 16) and hidden.shape == (2, 3, 16)
 
 
@@ -457,3 +457,98 @@ def test_cache_longer_than_max_len(parity):
     model.decode(torch.randint(1, TGT_V, (1, 4)), memory, cache=cache)
     with pytest.raises(ValueError, match="max_len=4"):
         model.decode(torch.randint(1, TGT_V, (1, 1)), memory, cache=cache)
+
+
+# ------------------------------------------------------ old state dicts load
+def _old_layer_names(state_dict):
+    """A state dict as saved before the role names: numbered sublayers, ``feed_forward``, ``generator``."""
+    old = {}
+    for key, value in state_dict.items():
+        decoder = ".decoder." in f".{key}"
+        key = key.replace("self_attn_sublayer.", "sublayer1.").replace("ffn.", "feed_forward.")
+        key = key.replace("cross_attn_sublayer.", "sublayer2.")
+        key = key.replace("ffn_sublayer.", "sublayer3." if decoder else "sublayer2.").replace("feed_forward_sublayer.", "sublayer3." if decoder else "sublayer2.")
+        key = key.replace("output_projection.", "generator.")
+        old[key] = value
+    return old
+
+
+def test_state_dicts_with_the_old_layer_names_load(parity):
+    """Keys ``sublayer1..3``/``feed_forward`` of one ``TransformerLayer`` class map to the role names."""
+    model = small_model(parity).eval()
+    old = _old_layer_names(model.state_dict())
+    assert "encoder.layers.0.sublayer2.norm.weight" in old and "decoder.layers.0.sublayer3.norm.weight" in old
+    assert "decoder.layers.0.feed_forward.linear1.weight" in old and not any("ffn" in k for k in old)
+    fresh = small_model(parity).eval()
+    fresh.load_state_dict(old)  # strict: every key found
+    for name, value in model.state_dict().items():
+        assert torch.equal(fresh.state_dict()[name], value), name
+    # the encoder's sublayer2 is its FFN's norm, the decoder's sublayer2 its cross-attention's
+    assert torch.equal(fresh.encoder.layers[0].ffn_sublayer.norm.weight, old["encoder.layers.0.sublayer2.norm.weight"])
+    assert torch.equal(fresh.decoder.layers[0].cross_attn_sublayer.norm.weight, old["decoder.layers.0.sublayer2.norm.weight"])
+    src, tgt = torch.randint(1, SRC_V, (2, 5)), torch.randint(1, TGT_V, (2, 4))
+    torch.testing.assert_close(fresh(src, tgt), model(src, tgt), atol=0, rtol=0)
+
+
+def test_a_layer_alone_loads_its_old_state_dict(parity):
+    from course_lib.layers import DecoderLayer
+
+    layer = parity.randomize_(DecoderLayer(16, 4, 32, dropout=0.0)).eval()
+    old = {k.replace("self_attn_sublayer.", "sublayer1.").replace("cross_attn_sublayer.", "sublayer2.")
+           .replace("ffn_sublayer.", "sublayer3.").replace("ffn.", "feed_forward."): v for k, v in layer.state_dict().items()}
+    fresh = DecoderLayer(16, 4, 32, dropout=0.0).eval()
+    fresh.load_state_dict(old)
+    x, memory = torch.randn(2, 3, 16), torch.randn(2, 4, 16)
+    torch.testing.assert_close(fresh(x, memory), layer(x, memory), atol=0, rtol=0)
+
+
+def test_the_committed_checkpoint_loads_strictly():
+    from pathlib import Path
+
+    from course_lib.training import load_checkpoint, model_from_checkpoint
+
+    path = Path(__file__).resolve().parents[2] / "checkpoints" / "en-zh.pt"
+    saved = load_checkpoint(path)["model"]
+    assert any(".sublayer1." in k for k in saved)  # saved with the old names
+    model = model_from_checkpoint(path)
+    for key, value in model.state_dict().items():
+        assert ".sublayer" not in key and ".feed_forward." not in key, key
+    assert torch.equal(model.decoder.layers[0].cross_attn_sublayer.norm.weight, saved["decoder.layers.0.sublayer2.norm.weight"])
+    assert torch.equal(model.encoder.layers[0].ffn.linear1.weight, saved["encoder.layers.0.feed_forward.linear1.weight"])
+
+
+def _checks_called(fn):
+    """The qualified names of the ``check_*`` functions that run during ``fn()``, in call order."""
+    import sys
+
+    seen = []
+
+    def profile(frame, event, arg):
+        code = frame.f_code
+        if event == "call" and code.co_name.startswith("check_"):
+            seen.append(getattr(code, "co_qualname", code.co_name))
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+def test_inputs_are_checked_once_where_they_enter_the_model(parity):
+    """One validation mechanism: the entry point checks, the layers and the attention inside do not."""
+    from course_lib.layers import EncoderLayer
+
+    model = small_model(parity).eval()
+    src, tgt = torch.randint(1, SRC_V, (2, 5)), torch.randint(1, TGT_V, (2, 4))
+    seen = _checks_called(lambda: model(src, tgt))
+    assert seen.count("Transformer.check_inputs") == 1
+    inner = ("MultiHeadAttention.check_inputs", "EncoderLayer.check_inputs", "DecoderLayer.check_inputs",
+             "PositionwiseFeedForward.check_inputs", "check_attention_inputs", "check_hidden_states", "check_float_input")
+    assert not [name for name in seen if name in inner], seen
+    # called on its own, a layer checks its input once, and the attention inside it does not check again
+    layer = EncoderLayer(16, 4, 32).eval()
+    seen = _checks_called(lambda: layer(torch.randn(2, 3, 16)))
+    assert seen.count("EncoderLayer.check_inputs") == 1 and seen.count("MultiHeadAttention.check_inputs") == 1
+    assert "check_attention_inputs" not in seen and "PositionwiseFeedForward.check_inputs" not in seen

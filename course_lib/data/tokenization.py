@@ -29,7 +29,7 @@ from tokenizers import Regex, Tokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from ..validation import check_int
-from ._text import chinese_normalizer, english_normalizer
+from .text import chinese_normalizer, english_normalizer
 
 __all__ = [
     "PAD_ID",

@@ -12,7 +12,7 @@ from functools import partial
 from pathlib import Path
 
 from ..validation import check_int, check_probability
-from ._files import (
+from .files import (
     read_utf8,
     DataValidationError,
     RemoteFile,
@@ -22,7 +22,7 @@ from ._files import (
     validate_tab_pairs,
     validate_text,
 )
-from ._text import chinese_normalizer, english_normalizer
+from .text import chinese_normalizer, english_normalizer
 
 __all__ = [
     "TATOEBA_FILE",
@@ -163,7 +163,7 @@ def load_tatoeba_en_zh(
             :func:`resolve_file` for the full search order).
         with_attribution: also return each pair's attribution column.
         normalize: apply :func:`normalize_english` / :func:`normalize_chinese`
-            (NFKC, quotes, whitespace, punctuation; see ``course_lib.data._text``);
+            (NFKC, quotes, whitespace, punctuation; see ``course_lib.data.text``);
             ``False`` only strips surrounding whitespace.
         download: allow a download when there is no local copy.
 

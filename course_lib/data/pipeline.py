@@ -8,9 +8,9 @@ from dataclasses import asdict, dataclass
 from torch.utils.data import DataLoader
 
 from ..validation import check_int, check_probability
-from ._batching import TranslationDataset, make_loader, padding_fraction
-from ._datasets import load_multi30k, load_tatoeba_en_zh, split_by_source
-from ._tokenize import TextTokenizer, train_tokenizers
+from .batching import TranslationDataset, make_loader, padding_fraction
+from .datasets import load_multi30k, load_tatoeba_en_zh, split_by_source
+from .tokenization import TextTokenizer, train_tokenizers
 
 __all__ = ["DataConfig", "TranslationData", "make_dataloaders", "DATASETS"]
 

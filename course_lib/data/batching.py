@@ -14,7 +14,7 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, S
 
 from ..validation import check_int, check_token_ids
 from ..masks import decoder_self_attention_mask, padding_mask
-from ._tokenize import BOS_ID, EOS_ID, PAD_ID, TextTokenizer
+from .tokenization import BOS_ID, EOS_ID, PAD_ID, TextTokenizer
 
 __all__ = [
     "shift_right",
