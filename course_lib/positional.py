@@ -1,4 +1,4 @@
-"""Positional encodings (chapter 3)."""
+"""Positional encodings (chapter 3) and rotary position embeddings (chapter 13)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ from torch import Tensor, nn
 
 from .validation import check_hidden_states, check_int, check_number, checked_by
 
-__all__ = ["sinusoidal_encoding", "PositionalEncoding", "SinusoidalPositionalEncoding", "LearnedPositionalEmbedding"]
+__all__ = [
+    "sinusoidal_encoding", "PositionalEncoding", "SinusoidalPositionalEncoding", "LearnedPositionalEmbedding",
+    "rotate_half", "rope_angles", "apply_rope", "RotaryEmbedding",
+]
 
 
 def sinusoidal_encoding(max_len: int, d_model: int, dtype: torch.dtype = torch.float32) -> Tensor:
@@ -155,3 +158,78 @@ class LearnedPositionalEmbedding(PositionalEncoding):
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         positions = torch.arange(offset, offset + x.size(1), device=x.device)
         return self.dropout(x + self.embedding(positions).to(x.dtype))
+
+
+def rotate_half(x: Tensor) -> Tensor:
+    """``(x1, x2) -> (-x2, x1)`` on the two halves of the last dimension: a 90-degree turn of every pair ``(x[i], x[i + d/2])``."""
+    x1, x2 = x.chunk(2, dim=-1)  # each (..., d/2)
+    return torch.cat((-x2, x1), dim=-1)  # (..., d)
+
+
+def rope_angles(max_len: int, d_head: int, base: float = 10000.0) -> tuple[Tensor, Tensor]:
+    """The cosines and sines of rotary position embeddings, each ``(max_len, d_head)`` float32.
+
+    Pair ``i`` (``0 <= i < d_head / 2``) turns by ``pos * base ** (-2i / d_head)``:
+    the frequencies of the sinusoidal table (chapter 3). The angle of pair
+    ``i`` sits in columns ``i`` and ``i + d_head / 2`` (the rotate-half layout).
+    Computed in float64, then cast.
+    """
+    check_int(max_len, "max_len")
+    if not isinstance(d_head, int) or d_head < 2 or d_head % 2:
+        raise ValueError(f"d_head must be a positive even int (RoPE turns pairs of features); got {d_head!r}")
+    inv_freq = base ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)  # (d_head/2,)
+    angle = torch.outer(torch.arange(max_len, dtype=torch.float64), inv_freq)  # (max_len, d_head/2)
+    angle = torch.cat((angle, angle), dim=-1)  # (max_len, d_head): pair i in columns i and i + d_head/2
+    return angle.cos().float(), angle.sin().float()
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate every feature pair of ``x`` ``(..., seq_len, d_head)`` by its position's angle.
+
+    ``cos``/``sin``: ``(seq_len, d_head)`` from :func:`rope_angles`. The
+    pairs are ``(x[..., i], x[..., i + d_head/2])`` (rotate-half, as Hugging
+    Face's Llama and GPT-NeoX; the RoFormer paper and Meta's reference Llama
+    pair neighbours ``(x[2i], x[2i+1])`` instead: the same rotation of a
+    permuted feature order).
+
+    Source: Su et al. (2021), "RoFormer", equation (34).
+    """
+    return x * cos.to(x.dtype) + rotate_half(x) * sin.to(x.dtype)  # (..., seq_len, d_head)
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position embeddings: turn queries and keys by an angle proportional to their position.
+
+    Nothing is added to the embeddings. Inside attention, the query and the
+    key of each head are rotated pair by pair (:func:`apply_rope`), so the
+    score ``q_m . k_n`` depends on the positions only through ``m - n``:
+    relative positions, for free, in every layer.
+
+    Args:
+        d_head: width of one head (``d_model // n_heads``), even.
+        max_len: the number of positions supported.
+        base: the wavelength base (paper and Llama 1/2: 10000).
+
+    Shapes:
+        ``q``: ``(batch, n_heads, seq_len, d_head)``; ``k``: ``(batch,
+        n_kv_heads, seq_len, d_head)``; ``offset``: the position of the first
+        row (the cached length during incremental decoding). Returns both rotated.
+
+    Source: Su et al. (2021), "RoFormer: Enhanced Transformer with Rotary
+    Position Embedding", section 3.4.
+    """
+
+    def __init__(self, d_head: int, max_len: int, base: float = 10000.0) -> None:
+        super().__init__()
+        cos, sin = rope_angles(max_len, d_head, base)
+        self.register_buffer("cos", cos, persistent=False)  # (max_len, d_head)
+        self.register_buffer("sin", sin, persistent=False)
+        self.d_head, self.max_len, self.base = d_head, max_len, base
+
+    def forward(self, q: Tensor, k: Tensor, offset: int = 0) -> tuple[Tensor, Tensor]:
+        positions = slice(offset, offset + q.size(-2))  # the rows of q and k: the same new positions
+        cos, sin = self.cos[positions], self.sin[positions]  # (seq_len, d_head)
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+
+    def extra_repr(self) -> str:
+        return f"d_head={self.d_head}, max_len={self.max_len}, base={self.base}"
