@@ -90,10 +90,6 @@ class LanguageModelConfig:
         kwargs.update(overrides)
         return cls(**kwargs)
 
-    @property
-    def n_encoder_layers(self) -> int:  # what model_setting-style readers of a Transformer config ask
-        return 0
-
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (for checkpoints)."""
         return asdict(self)
