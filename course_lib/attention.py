@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .masks import check_mask
-from .positional import RotaryEmbedding
+from .positional import RotaryEmbedding, alibi_bias, alibi_slopes
 from .validation import check_float_input, check_hidden_states, check_probability, checked_by
 
 __all__ = [
@@ -27,7 +27,8 @@ PROJECTION_ROLES = ("query", "key", "value")
 
 
 def check_attention_inputs(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout_p: float = 0.0, *, scale: float | None = None
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout_p: float = 0.0, *, scale: float | None = None,
+    bias: Tensor | None = None,
 ) -> None:
     """Raise for arguments :func:`scaled_dot_product_attention` cannot take, naming them.
 
@@ -55,6 +56,11 @@ def check_attention_inputs(
     if q.size(-1) == 0 and scale is None:
         raise ValueError(f"q and k must have d_k >= 1 (last dim); got q {tuple(q.shape)}")
     check_mask(mask, (*q.shape[:-1], k.size(-2)), "mask")  # the scores: (..., q_len, k_len)
+    if bias is not None:
+        try:
+            torch.broadcast_shapes(bias.shape, (*q.shape[:-1], k.size(-2)))
+        except RuntimeError:
+            raise ValueError(f"bias {tuple(bias.shape)} does not broadcast to the scores {(*q.shape[:-1], k.size(-2))}") from None
 
 
 @checked_by(check_attention_inputs)
@@ -66,6 +72,7 @@ def scaled_dot_product_attention(
     dropout_p: float = 0.0,
     *,
     scale: float | None = None,
+    bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """``softmax(q k^T / sqrt(d_k)) v``, written out by hand.
 
@@ -80,6 +87,8 @@ def scaled_dot_product_attention(
         dropout_p: dropout probability applied to the attention weights
             (applied whenever ``dropout_p > 0``; pass ``0.0`` at evaluation).
         scale: multiplier of the scores; default ``1 / sqrt(d_k)``.
+        bias: keyword-only; a float tensor added to the scaled scores,
+            broadcastable to ``(..., q_len, k_len)`` (ALiBi, chapter 13).
 
     Returns:
         ``(output, weights)``: ``output`` of shape ``(..., q_len, d_v)`` and the
@@ -100,6 +109,8 @@ def scaled_dot_product_attention(
     """
     scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
     scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # (..., q_len, k_len)
+    if bias is not None:  # ALiBi (chapter 13)
+        scores = scores + bias.to(scores.dtype)
     if mask is not None:
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = torch.softmax(scores, dim=-1)  # (..., q_len, k_len), rows sum to 1
@@ -196,6 +207,8 @@ class MultiHeadAttention(nn.Module):
         rotary: keyword-only; a :class:`course_lib.positional.RotaryEmbedding`
             that turns the queries and keys by their positions (RoPE), or
             ``None`` (the paper: positions are added to the embeddings).
+        alibi: keyword-only; add ALiBi's distance penalty ``-slope_h |i - j|``
+            to every head's scores (:func:`course_lib.positional.alibi_bias`).
 
     Shapes (batch first):
         ``query``: ``(batch, q_len, d_model)``; ``key``/``value``:
@@ -225,7 +238,7 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(
         self, d_model: int, n_heads: int, dropout_p: float = 0.0, bias: bool = True, fused_qkv: bool = False, *,
-        n_kv_heads: int | None = None, rotary: RotaryEmbedding | None = None,
+        n_kv_heads: int | None = None, rotary: RotaryEmbedding | None = None, alibi: bool = False,
     ) -> None:
         super().__init__()
         check_probability(dropout_p, "dropout_p")
@@ -244,6 +257,10 @@ class MultiHeadAttention(nn.Module):
         self.dropout_p = dropout_p
         self.fused_qkv = fused_qkv
         self.rotary = rotary
+        if alibi:
+            self.register_buffer("alibi_slopes", alibi_slopes(n_heads), persistent=False)  # (n_heads,)
+        else:
+            self.alibi_slopes = None
         if fused_qkv:
             self.qkv_proj = nn.Linear(d_model, d_model + 2 * self.kv_dim, bias=bias)
         else:
@@ -421,7 +438,8 @@ class MultiHeadAttention(nn.Module):
             q, k, v = self.project_with_cache(query, key, value, cache)
         k, v = share_kv_heads(k, self.n_heads), share_kv_heads(v, self.n_heads)  # (batch, n_heads, k_len, d_k)
         dropout_p = self.dropout_p if self.training else 0.0
-        out, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout_p)  # (batch, n_heads, q_len, d_k)
+        bias = None if self.alibi_slopes is None else alibi_bias(self.alibi_slopes, q.size(2), k.size(2))  # (n_heads, q_len, k_len)
+        out, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout_p, bias=bias)  # (batch, n_heads, q_len, d_k)
         if self.record_weights:
             self.last_weights = weights.detach()  # (batch, n_heads, q_len, k_len)
         return self.out_proj(self.merge_heads(out))  # (batch, q_len, d_model)

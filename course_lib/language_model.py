@@ -38,7 +38,7 @@ class LanguageModelConfig:
         dropout: residual, embedding, attention and FFN dropout.
         activation: ``"relu"``, ``"gelu"`` or ``"swiglu"``.
         norm: ``"layer"`` or ``"rms"``; norm_first: Pre-LN (with a final norm).
-        positional: ``"sinusoidal"``, ``"learned"``, ``"rope"`` or ``"none"``.
+        positional: ``"sinusoidal"``, ``"learned"``, ``"rope"``, ``"alibi"`` or ``"none"``.
         max_len: the largest number of positions (prompt and generated text).
         bias: biases in the linear layers and LayerNorm.
         tie_embeddings: the output projection reuses the embedding matrix.

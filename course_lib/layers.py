@@ -96,11 +96,12 @@ def rename_legacy_layer_keys(module: nn.Module, state_dict: dict, prefix: str, *
 
 def attention(
     d_model: int, n_heads: int, dropout: float, fused_qkv: bool, *, bias: bool = True,
-    n_kv_heads: int | None = None, rotary: RotaryEmbedding | None = None,
+    n_kv_heads: int | None = None, rotary: RotaryEmbedding | None = None, alibi: bool = False,
 ) -> MultiHeadAttention:
     """One attention sublayer of a layer (the dropout on its weights is the layer's dropout)."""
     return MultiHeadAttention(
-        d_model, n_heads, dropout_p=dropout, bias=bias, fused_qkv=fused_qkv, n_kv_heads=n_kv_heads, rotary=rotary
+        d_model, n_heads, dropout_p=dropout, bias=bias, fused_qkv=fused_qkv, n_kv_heads=n_kv_heads, rotary=rotary,
+        alibi=alibi,
     )
 
 
@@ -137,11 +138,11 @@ class EncoderLayer(nn.Module):
         norm_first: Pre-LN if true, Post-LN (paper) if false.
         eps: LayerNorm epsilon.
         fused_qkv: see :class:`course_lib.attention.MultiHeadAttention`.
-        norm, bias, n_kv_heads, rotary: keyword-only switches of today's
+        norm, bias, n_kv_heads, rotary, alibi: keyword-only switches of today's
             block (chapter 13), off by default: ``norm="rms"``
             (:class:`course_lib.normalization.RMSNorm`), ``bias=False`` (no
             biases in the projections, the FFN and LayerNorm), ``n_kv_heads``
-            (grouped-query attention) and ``rotary`` (RoPE), as
+            (grouped-query attention), ``rotary`` (RoPE) and ``alibi``, as
             :class:`course_lib.attention.MultiHeadAttention`; ``activation="swiglu"``
             gates the FFN (:class:`course_lib.feedforward.PositionwiseFeedForward`).
 
@@ -184,10 +185,13 @@ class EncoderLayer(nn.Module):
         bias: bool = True,
         n_kv_heads: int | None = None,
         rotary: RotaryEmbedding | None = None,
+        alibi: bool = False,
     ) -> None:
         super().__init__()
         self.d_model = d_model
-        self.self_attn = attention(d_model, n_heads, dropout, fused_qkv, bias=bias, n_kv_heads=n_kv_heads, rotary=rotary)
+        self.self_attn = attention(
+            d_model, n_heads, dropout, fused_qkv, bias=bias, n_kv_heads=n_kv_heads, rotary=rotary, alibi=alibi
+        )
         self.self_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps, norm=norm, bias=bias)
         self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout=dropout, activation=activation, bias=bias)
         self.ffn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps, norm=norm, bias=bias)
@@ -231,8 +235,8 @@ class DecoderLayer(nn.Module):
 
     Args:
         d_model, n_heads, d_ff, dropout, activation, norm_first, eps, fused_qkv,
-            norm, bias, n_kv_heads, rotary: as :class:`EncoderLayer` (RoPE
-            turns the self-attention only; cross-attention compares
+            norm, bias, n_kv_heads, rotary, alibi: as :class:`EncoderLayer` (RoPE
+            and ALiBi act on the self-attention only; cross-attention compares
             positions of two different sequences).
 
     Submodules (by role): ``self_attn``/``self_attn_sublayer``,
@@ -272,10 +276,13 @@ class DecoderLayer(nn.Module):
         bias: bool = True,
         n_kv_heads: int | None = None,
         rotary: RotaryEmbedding | None = None,
+        alibi: bool = False,
     ) -> None:
         super().__init__()
         self.d_model = d_model
-        self.self_attn = attention(d_model, n_heads, dropout, fused_qkv, bias=bias, n_kv_heads=n_kv_heads, rotary=rotary)
+        self.self_attn = attention(
+            d_model, n_heads, dropout, fused_qkv, bias=bias, n_kv_heads=n_kv_heads, rotary=rotary, alibi=alibi
+        )
         self.self_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps, norm=norm, bias=bias)
         self.cross_attn = attention(d_model, n_heads, dropout, fused_qkv, bias=bias, n_kv_heads=n_kv_heads)  # no RoPE across
         self.cross_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps, norm=norm, bias=bias)

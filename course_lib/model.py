@@ -35,10 +35,11 @@ __all__ = [
 
 POSITIONAL = {
     "sinusoidal": SinusoidalPositionalEncoding, "learned": LearnedPositionalEmbedding, "none": PositionalEncoding,
-    "rope": PositionalEncoding,
+    "rope": PositionalEncoding, "alibi": PositionalEncoding,
 }
 """The positional layer of each ``TransformerConfig.positional`` setting (``"none"``: dropout only;
-``"rope"``: dropout only, the positions turn the queries and keys inside attention, :func:`rotary_embedding`)."""
+``"rope"`` and ``"alibi"``: dropout only, the positions act inside the self-attention:
+the queries and keys turn (:func:`rotary_embedding`), or the scores get ALiBi's distance penalty)."""
 
 
 @dataclass
@@ -77,7 +78,7 @@ class TransformerConfig:
             by ``1 / sqrt(2 N)``, ``N`` the layers of its stack (:func:`course_lib.layers.scale_residual_branches`).
         scale_embedding: multiply the embeddings by ``sqrt(d_model)`` (paper).
         rope_base: the wavelength base of ``positional="rope"`` (10000).
-        (``positional="rope"`` and ``activation="swiglu"`` are the other two.)
+        (``positional="rope"`` or ``"alibi"`` and ``activation="swiglu"`` are the others.)
 
     Raises:
         ValueError: from ``__post_init__`` for inconsistent values (naming them).
@@ -183,7 +184,7 @@ class LayerStack(nn.Module):
 
     The final LayerNorm exists in Pre-LN only (``config.norm_first``): there
     the residual stream is never normalised inside the layers. The switches
-    of today's block (``norm``, ``bias``, ``n_kv_heads``, ``positional="rope"``,
+    of today's block (``norm``, ``bias``, ``n_kv_heads``, ``positional="rope"``/``"alibi"``,
     ``scaled_residual_init``, ``scale_embedding``) are read from the config.
     """
 
@@ -194,7 +195,9 @@ class LayerStack(nn.Module):
         c = config
         self.embedding = embedding or TokenEmbedding(vocab_size, c.d_model, scale=c.scale_embedding)
         self.positional = positional_encoding(c)
-        switches = dict(norm=c.norm, bias=c.bias, n_kv_heads=c.n_kv_heads, rotary=rotary_embedding(c))  # chapter 13
+        switches = dict(  # today's block, chapter 13
+            norm=c.norm, bias=c.bias, n_kv_heads=c.n_kv_heads, rotary=rotary_embedding(c), alibi=c.positional == "alibi",
+        )
         self.layers = nn.ModuleList(
             layer(c.d_model, c.n_heads, c.d_ff, c.dropout, c.activation, c.norm_first, c.eps, c.fused_qkv, **switches)
             for _ in range(n_layers)

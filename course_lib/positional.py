@@ -1,4 +1,4 @@
-"""Positional encodings (chapter 3) and rotary position embeddings (chapter 13)."""
+"""Positional encodings (chapter 3); rotary position embeddings and ALiBi (chapter 13)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from .validation import check_hidden_states, check_int, check_number, checked_by
 
 __all__ = [
     "sinusoidal_encoding", "PositionalEncoding", "SinusoidalPositionalEncoding", "LearnedPositionalEmbedding",
-    "rotate_half", "rope_angles", "apply_rope", "RotaryEmbedding",
+    "rotate_half", "rope_angles", "apply_rope", "RotaryEmbedding", "alibi_slopes", "alibi_bias",
 ]
 
 
@@ -233,3 +233,33 @@ class RotaryEmbedding(nn.Module):
 
     def extra_repr(self) -> str:
         return f"d_head={self.d_head}, max_len={self.max_len}, base={self.base}"
+
+
+def alibi_slopes(n_heads: int) -> Tensor:
+    """The ALiBi slope of each head, ``(n_heads,)`` float32: a geometric sequence from ``2 ** (-8 / n)``.
+
+    For ``n_heads`` a power of two, head ``h`` (from 0) gets ``2 ** (-8 (h + 1) / n_heads)``
+    (8 heads: 1/2, 1/4, ..., 1/256). Otherwise the slopes of the largest power
+    of two below ``n_heads``, then every other slope of twice that number.
+
+    Source: Press et al. (2022), "Train Short, Test Long: Attention with
+    Linear Biases Enables Input Length Extrapolation", section 3.
+    """
+    check_int(n_heads, "n_heads")
+    power = 2 ** (n_heads.bit_length() - 1)  # the largest power of two <= n_heads
+    slopes = [2 ** (-8 * (h + 1) / power) for h in range(power)]
+    slopes += [2 ** (-8 * (h + 1) / (2 * power)) for h in range(0, 2 * power, 2)][: n_heads - power]
+    return torch.tensor(slopes, dtype=torch.float32)
+
+
+def alibi_bias(slopes: Tensor, q_len: int, k_len: int) -> Tensor:
+    """The ALiBi score bias ``-slope_h * |i - j|``, ``(n_heads, q_len, k_len)``.
+
+    Queries are the last ``q_len`` of the ``k_len`` positions (with a KV
+    cache, the new ones). Under a causal mask only ``j <= i`` counts, where
+    the bias is ``-slope_h * (i - j)``: the further back a key, the lower its
+    score, and no position is ever added to the embeddings.
+    """
+    i = torch.arange(k_len - q_len, k_len, device=slopes.device)[:, None]  # (q_len, 1): query positions
+    j = torch.arange(k_len, device=slopes.device)[None, :]  # (1, k_len): key positions
+    return -slopes[:, None, None] * (i - j).abs()  # (n_heads, q_len, k_len)

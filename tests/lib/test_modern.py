@@ -23,7 +23,7 @@ from course_lib.layers import EncoderLayer
 from course_lib.masks import causal_mask
 from course_lib.model import Transformer, TransformerConfig
 from course_lib.normalization import RMSNorm, make_norm
-from course_lib.positional import RotaryEmbedding, apply_rope, rope_angles
+from course_lib.positional import RotaryEmbedding, alibi_slopes, apply_rope, rope_angles
 
 
 # ----------------------------------------------------------------------------- RMSNorm
@@ -134,6 +134,29 @@ def test_rope_offset_continues_positions():
     torch.testing.assert_close(tail, full[:, :, 6:])
 
 
+# ----------------------------------------------------------------------------- ALiBi
+
+
+def test_alibi_slopes_follow_the_paper():
+    assert alibi_slopes(8).tolist() == [2.0 ** -k for k in range(1, 9)]  # 1/2 ... 1/256
+    # 12 heads: the 8 slopes of 8 heads, then 4 of the 16-head sequence (2^-0.5, 2^-1.5, ...)
+    torch.testing.assert_close(alibi_slopes(12)[8:], torch.tensor([2 ** -0.5, 2 ** -1.5, 2 ** -2.5, 2 ** -3.5]))
+
+
+def test_alibi_attention_matches_sdpa_with_a_float_mask():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(32, 4, bias=False, alibi=True)
+    x = torch.randn(2, 6, 32)
+    q, k, v = (t.view(2, 6, 4, 8).transpose(1, 2) for t in (mha.q_proj(x), mha.k_proj(x), mha.v_proj(x)))
+    slopes = torch.tensor([2.0 ** -2, 2.0 ** -4, 2.0 ** -6, 2.0 ** -8])  # 4 heads
+    dist = torch.arange(6)[:, None] - torch.arange(6)[None, :]  # i - j
+    penalty = -slopes[:, None, None] * dist  # (4, 6, 6)
+    penalty = penalty.masked_fill(dist < 0, float("-inf"))  # causal
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=penalty)
+    expected = mha.out_proj(ref.transpose(1, 2).reshape(2, 6, 32))
+    torch.testing.assert_close(mha(x, mask=causal_mask(6)), expected, atol=1e-5, rtol=1e-5)
+
+
 # ----------------------------------------------------------------------------- switches, defaults, init
 
 
@@ -172,7 +195,7 @@ def test_config_errors_name_the_field():
     with pytest.raises(ValueError, match="n_kv_heads must be a positive divisor"):
         LanguageModelConfig(n_kv_heads=3)
     with pytest.raises(ValueError, match="positional must be one of"):
-        LanguageModelConfig(positional="alibi")
+        LanguageModelConfig(positional="xpos")
 
 
 # ----------------------------------------------------------------------------- the language model
@@ -184,7 +207,9 @@ def modern_lm(**overrides) -> LanguageModel:
     return LanguageModel(LanguageModelConfig.modern(vocab_size=30, **{**sizes, **overrides})).eval()
 
 
-@pytest.mark.parametrize("overrides", [{}, {"n_kv_heads": 1}, {"positional": "sinusoidal", "norm": "layer", "activation": "gelu"}])
+@pytest.mark.parametrize("overrides", [
+    {}, {"n_kv_heads": 1}, {"positional": "alibi"}, {"positional": "sinusoidal", "norm": "layer", "activation": "gelu"},
+])
 def test_kv_cache_with_grouped_query_attention_equals_recomputation(overrides):
     model = modern_lm(**overrides)
     tokens = torch.randint(4, 30, (2, 12))
