@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from course_lib.attention import MultiHeadAttention, share_kv_heads
 from course_lib.data import CharVocabulary, chinese_side, lm_batches, split_text_ids
-from course_lib.decoding import generate, GenerationConfig
+from course_lib.decoding import beam_generate, generate, GenerationConfig
 from course_lib.language_model import LanguageModel, LanguageModelConfig, from_llama_state_dict
 from course_lib.layers import EncoderLayer
 from course_lib.masks import causal_mask
@@ -249,6 +249,9 @@ def test_generation_through_chapter_10_decoders():
     a = generate(model, prompt, top_p, generator=torch.Generator().manual_seed(1))
     b = generate(model, prompt, top_p.__class__(**{**top_p.__dict__, "use_cache": False}), generator=torch.Generator().manual_seed(1))
     torch.testing.assert_close(a, b)
+    beams = GenerationConfig(max_len=8, eos_id=2, beam_size=3)
+    torch.testing.assert_close(beam_generate(model, prompt, beams),
+                               beam_generate(model, prompt, GenerationConfig(max_len=8, eos_id=2, beam_size=3, use_cache=False)))
 
 
 def test_language_model_errors_name_the_argument():
@@ -296,6 +299,17 @@ def test_language_model_trains_with_the_course_loop():
                          amp="off", seed=0, progress=False)
     train(model, lambda epoch: lm_batches(ids, 16, 8, generator=torch.Generator().manual_seed(epoch), n_batches=10), config)
     assert evaluate_loss(model, batches, pad_id=None)["loss"] < before - 0.5
+
+
+def test_language_model_checkpoint_round_trip(tmp_path):
+    from course_lib.training import model_from_checkpoint, save_checkpoint
+
+    model = modern_lm(tie_embeddings=False)
+    save_checkpoint(tmp_path / "lm.pt", model)
+    again = model_from_checkpoint(tmp_path / "lm.pt")
+    assert isinstance(again, LanguageModel) and again.config == model.config
+    tokens = torch.randint(4, 30, (2, 9))
+    torch.testing.assert_close(again(tokens), model(tokens))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="float16 autocast with a GradScaler needs a CUDA device; none here")
