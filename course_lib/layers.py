@@ -192,8 +192,8 @@ class EncoderLayer(nn.Module):
         self.self_attn = attention(
             d_model, n_heads, dropout, fused_qkv, bias=bias, n_kv_heads=n_kv_heads, rotary=rotary, alibi=alibi
         )
-        self.self_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps, norm=norm, bias=bias)
         self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout=dropout, activation=activation, bias=bias)
+        self.self_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps, norm=norm, bias=bias)  # Add & Norm around each
         self.ffn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps, norm=norm, bias=bias)
         self._register_load_state_dict_pre_hook(rename_legacy_layer_keys, with_module=True)
 
@@ -283,10 +283,11 @@ class DecoderLayer(nn.Module):
         self.self_attn = attention(
             d_model, n_heads, dropout, fused_qkv, bias=bias, n_kv_heads=n_kv_heads, rotary=rotary, alibi=alibi
         )
-        self.self_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps, norm=norm, bias=bias)
         self.cross_attn = attention(d_model, n_heads, dropout, fused_qkv, bias=bias, n_kv_heads=n_kv_heads)  # no RoPE across
-        self.cross_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps, norm=norm, bias=bias)
         self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout=dropout, activation=activation, bias=bias)
+        # the Add & Norm around each (built after the sublayers: the parameter order of older versions)
+        self.self_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps, norm=norm, bias=bias)
+        self.cross_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps, norm=norm, bias=bias)
         self.ffn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps, norm=norm, bias=bias)
         self._register_load_state_dict_pre_hook(rename_legacy_layer_keys, with_module=True)
 

@@ -8,11 +8,24 @@ from torch import Tensor, nn
 from .validation import check_hidden_states, check_int, check_number, checked_by
 
 __all__ = [
-    "sinusoidal_encoding", "PositionalEncoding", "SinusoidalPositionalEncoding", "LearnedPositionalEmbedding",
+    "check_encoding_inputs",
+    "sinusoidal_encoding",
+    "PositionalEncoding",
+    "SinusoidalPositionalEncoding",
+    "LearnedPositionalEmbedding",
     "rotate_half", "rope_angles", "apply_rope", "RotaryEmbedding", "alibi_slopes", "alibi_bias",
 ]
 
 
+def check_encoding_inputs(max_len: int, d_model: int, dtype: torch.dtype = torch.float32) -> None:
+    """Raise ``ValueError`` unless ``max_len`` and ``d_model`` are positive ints and ``dtype`` is floating."""
+    check_int(max_len, "max_len")
+    check_int(d_model, "d_model")
+    if not dtype.is_floating_point:
+        raise ValueError(f"dtype must be a floating dtype; got {dtype}")
+
+
+@checked_by(check_encoding_inputs)
 def sinusoidal_encoding(max_len: int, d_model: int, dtype: torch.dtype = torch.float32) -> Tensor:
     """The fixed sinusoidal position table of the paper.
 
@@ -38,14 +51,10 @@ def sinusoidal_encoding(max_len: int, d_model: int, dtype: torch.dtype = torch.f
 
     Source: Vaswani et al. (2017), section 3.5.
     """
-    check_int(max_len, "max_len")
-    check_int(d_model, "d_model")
-    if not dtype.is_floating_point:
-        raise ValueError(f"dtype must be a floating dtype; got {dtype}")
     position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (ceil(d/2),)
     angle = position / torch.pow(10000.0, two_i / d_model)  # (max_len, ceil(d/2))
-    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)  # (max_len, d_model)
     pe[:, 0::2] = torch.sin(angle)
     pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])
     return pe.to(dtype)

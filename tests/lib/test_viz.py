@@ -100,7 +100,8 @@ def test_get_source_is_the_real_source_with_its_location():
     assert source.name == "causal_mask"
     assert source.path == "course_lib/masks.py"
     lines = (REPO / "course_lib" / "masks.py").read_text().splitlines()
-    assert lines[source.first_line - 1].startswith("def causal_mask(")
+    assert lines[source.first_line - 1] == source.code.splitlines()[0]  # its decorator line (the check), then the def
+    assert "\ndef causal_mask(" in source.code
     assert source.last_line - source.first_line + 1 == len(source.code.splitlines())
 
 
