@@ -13,7 +13,8 @@ __all__ = [
     "PositionalEncoding",
     "SinusoidalPositionalEncoding",
     "LearnedPositionalEmbedding",
-    "rotate_half", "rope_angles", "apply_rope", "RotaryEmbedding", "alibi_slopes", "alibi_bias",
+    "rotate_half", "check_rope_inputs", "rope_angles", "apply_rope", "RotaryEmbedding",
+    "check_alibi_inputs", "alibi_slopes", "alibi_bias",
 ]
 
 
@@ -175,6 +176,15 @@ def rotate_half(x: Tensor) -> Tensor:
     return torch.cat((-x2, x1), dim=-1)  # (..., d)
 
 
+def check_rope_inputs(max_len: int, d_head: int, base: float = 10000.0) -> None:
+    """Raise ``ValueError`` unless ``max_len`` is a positive int, ``d_head`` a positive even int and ``base > 0``."""
+    check_int(max_len, "max_len")
+    if not isinstance(d_head, int) or d_head < 2 or d_head % 2:
+        raise ValueError(f"d_head must be a positive even int (RoPE turns pairs of features); got {d_head!r}")
+    check_number(base, "base", low=0, low_inclusive=False)
+
+
+@checked_by(check_rope_inputs)
 def rope_angles(max_len: int, d_head: int, base: float = 10000.0) -> tuple[Tensor, Tensor]:
     """The cosines and sines of rotary position embeddings, each ``(max_len, d_head)`` float32.
 
@@ -183,9 +193,6 @@ def rope_angles(max_len: int, d_head: int, base: float = 10000.0) -> tuple[Tenso
     ``i`` sits in columns ``i`` and ``i + d_head / 2`` (the rotate-half layout).
     Computed in float64, then cast.
     """
-    check_int(max_len, "max_len")
-    if not isinstance(d_head, int) or d_head < 2 or d_head % 2:
-        raise ValueError(f"d_head must be a positive even int (RoPE turns pairs of features); got {d_head!r}")
     inv_freq = base ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)  # (d_head/2,)
     angle = torch.outer(torch.arange(max_len, dtype=torch.float64), inv_freq)  # (max_len, d_head/2)
     angle = torch.cat((angle, angle), dim=-1)  # (max_len, d_head): pair i in columns i and i + d_head/2
@@ -244,6 +251,12 @@ class RotaryEmbedding(nn.Module):
         return f"d_head={self.d_head}, max_len={self.max_len}, base={self.base}"
 
 
+def check_alibi_inputs(n_heads: int) -> None:
+    """Raise ``ValueError`` unless ``n_heads`` is a positive int."""
+    check_int(n_heads, "n_heads")
+
+
+@checked_by(check_alibi_inputs)
 def alibi_slopes(n_heads: int) -> Tensor:
     """The ALiBi slope of each head, ``(n_heads,)`` float32: a geometric sequence from ``2 ** (-8 / n)``.
 
@@ -254,7 +267,6 @@ def alibi_slopes(n_heads: int) -> Tensor:
     Source: Press et al. (2022), "Train Short, Test Long: Attention with
     Linear Biases Enables Input Length Extrapolation", section 3.
     """
-    check_int(n_heads, "n_heads")
     power = 2 ** (n_heads.bit_length() - 1)  # the largest power of two <= n_heads
     slopes = [2 ** (-8 * (h + 1) / power) for h in range(power)]
     slopes += [2 ** (-8 * (h + 1) / (2 * power)) for h in range(0, 2 * power, 2)][: n_heads - power]

@@ -7,10 +7,10 @@ from typing import Iterator, Sequence
 import torch
 from torch import Tensor
 
-from ..validation import check_int, check_probability
-from .tokenization import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from ..validation import check_int, check_probability, checked_by
+from .tokenization import UNK_ID
 
-__all__ = ["CharVocabulary", "chinese_side", "split_text_ids", "lm_batches"]
+__all__ = ["CharVocabulary", "chinese_side", "split_text_ids", "check_lm_batches_inputs", "lm_batches"]
 
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
 """The special tokens of :class:`CharVocabulary`, at the ids of the course's other tokenizers (0, 1, 2, 3)."""
@@ -30,7 +30,6 @@ class CharVocabulary:
     """
 
     def __init__(self, text: str) -> None:
-        assert (PAD_ID, BOS_ID, EOS_ID, UNK_ID) == (0, 1, 2, 3)
         self.itos = list(SPECIALS) + sorted(set(text))
         self.stoi = {ch: i for i, ch in enumerate(self.itos)}
 
@@ -59,6 +58,18 @@ def split_text_ids(ids: Tensor, valid_fraction: float = 0.1) -> tuple[Tensor, Te
     return ids[: len(ids) - n_valid], ids[len(ids) - n_valid :]
 
 
+def check_lm_batches_inputs(
+    ids: Tensor, seq_len: int, batch_size: int, *, generator: torch.Generator | None = None, n_batches: int | None = None
+) -> None:
+    """Raise ``ValueError`` naming ``ids`` (not 1-D, shorter than ``seq_len + 1``), ``seq_len``, ``batch_size`` or ``n_batches``."""
+    check_int(seq_len, "seq_len")
+    check_int(batch_size, "batch_size")
+    check_int(n_batches, "n_batches", optional=True)
+    if not isinstance(ids, Tensor) or ids.dim() != 1 or len(ids) < seq_len + 1:
+        raise ValueError(f"ids must be a 1-D tensor of at least seq_len + 1 = {seq_len + 1} ids; got {tuple(getattr(ids, 'shape', ()))}")
+
+
+@checked_by(check_lm_batches_inputs)
 def lm_batches(
     ids: Tensor, seq_len: int, batch_size: int, *, generator: torch.Generator | None = None, n_batches: int | None = None
 ) -> Iterator[tuple[Tensor, Tensor]]:
@@ -76,13 +87,9 @@ def lm_batches(
         n_batches: how many batches (``None``: without end).
 
     Raises:
-        ValueError: ``ids`` not 1-D or shorter than ``seq_len + 1``, bad sizes.
+        ValueError: ``ids`` not 1-D or shorter than ``seq_len + 1``, bad sizes
+            (:func:`check_lm_batches_inputs`, when the function is called).
     """
-    check_int(seq_len, "seq_len")
-    check_int(batch_size, "batch_size")
-    check_int(n_batches, "n_batches", optional=True)
-    if not isinstance(ids, Tensor) or ids.dim() != 1 or len(ids) < seq_len + 1:
-        raise ValueError(f"ids must be a 1-D tensor of at least seq_len + 1 = {seq_len + 1} ids; got {tuple(getattr(ids, 'shape', ()))}")
     offsets = torch.arange(seq_len + 1)  # (seq_len + 1,)
     count = 0
     while n_batches is None or count < n_batches:

@@ -126,6 +126,13 @@ def test_rope_scores_depend_on_relative_position_only():
     torch.testing.assert_close(scores.diagonal(), torch.full((32,), float(q @ k)), atol=1e-5, rtol=1e-5)
 
 
+def test_rope_errors_name_the_argument():
+    with pytest.raises(ValueError, match="d_head must be a positive even int"):
+        rope_angles(8, 7)
+    with pytest.raises(ValueError, match="positional='rope' needs an even head width"):
+        LanguageModelConfig(d_model=12, n_heads=4, positional="rope")
+
+
 def test_rope_offset_continues_positions():
     rope = RotaryEmbedding(8, 16)
     x = torch.randn(1, 2, 10, 8)
@@ -283,6 +290,9 @@ def test_char_vocabulary_round_trip():
     assert vocab.decode(vocab.encode("low\n")) == "low\n"
     assert vocab.decode([0, 1, 2] + vocab.encode("he")) == "he"
     assert chinese_side([("a", "你好"), ("b", "再见"), ("c", "你好")]) == "你好\n再见\n"
+    from course_lib.data import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+
+    assert [vocab.stoi[t] for t in ("<pad>", "<bos>", "<eos>", "<unk>")] == [PAD_ID, BOS_ID, EOS_ID, UNK_ID]
 
 
 def test_language_model_trains_with_the_course_loop():
