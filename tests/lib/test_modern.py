@@ -322,6 +322,15 @@ def test_language_model_checkpoint_round_trip(tmp_path):
     torch.testing.assert_close(again(tokens), model(tokens))
 
 
+def test_evaluate_loss_reads_inputs_and_targets_of_an_lm_batch():
+    from course_lib.training import evaluate_loss
+
+    model = modern_lm()
+    x, y = torch.randint(4, 30, (2, 9)), torch.randint(4, 30, (2, 9))
+    expected = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+    assert evaluate_loss(model, [(x, y)], pad_id=None)["loss"] == pytest.approx(float(expected.detach()), rel=1e-6)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="float16 autocast with a GradScaler needs a CUDA device; none here")
 def test_fp16_grad_scaler_training_on_cuda():
     from course_lib.training import TrainConfig, train
