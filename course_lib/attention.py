@@ -28,7 +28,7 @@ PROJECTION_ROLES = ("query", "key", "value")
 
 def check_attention_inputs(
     q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout_p: float = 0.0, *, scale: float | None = None,
-    bias: Tensor | None = None,
+    score_bias: Tensor | None = None,
 ) -> None:
     """Raise for arguments :func:`scaled_dot_product_attention` cannot take, naming them.
 
@@ -56,11 +56,11 @@ def check_attention_inputs(
     if q.size(-1) == 0 and scale is None:
         raise ValueError(f"q and k must have d_k >= 1 (last dim); got q {tuple(q.shape)}")
     check_mask(mask, (*q.shape[:-1], k.size(-2)), "mask")  # the scores: (..., q_len, k_len)
-    if bias is not None:
+    if score_bias is not None:
         try:
-            torch.broadcast_shapes(bias.shape, (*q.shape[:-1], k.size(-2)))
+            torch.broadcast_shapes(score_bias.shape, (*q.shape[:-1], k.size(-2)))
         except RuntimeError:
-            raise ValueError(f"bias {tuple(bias.shape)} does not broadcast to the scores {(*q.shape[:-1], k.size(-2))}") from None
+            raise ValueError(f"score_bias {tuple(score_bias.shape)} does not broadcast to the scores {(*q.shape[:-1], k.size(-2))}") from None
 
 
 @checked_by(check_attention_inputs)
@@ -72,7 +72,7 @@ def scaled_dot_product_attention(
     dropout_p: float = 0.0,
     *,
     scale: float | None = None,
-    bias: Tensor | None = None,
+    score_bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """``softmax(q k^T / sqrt(d_k)) v``, written out by hand.
 
@@ -87,7 +87,7 @@ def scaled_dot_product_attention(
         dropout_p: dropout probability applied to the attention weights
             (applied whenever ``dropout_p > 0``; pass ``0.0`` at evaluation).
         scale: multiplier of the scores; default ``1 / sqrt(d_k)``.
-        bias: keyword-only; a float tensor added to the scaled scores,
+        score_bias: keyword-only; a float tensor added to the scaled scores,
             broadcastable to ``(..., q_len, k_len)`` (ALiBi, chapter 13).
 
     Returns:
@@ -109,8 +109,8 @@ def scaled_dot_product_attention(
     """
     scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
     scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # (..., q_len, k_len)
-    if bias is not None:  # ALiBi (chapter 13)
-        scores = scores + bias.to(scores.dtype)
+    if score_bias is not None:  # ALiBi (chapter 13)
+        scores = scores + score_bias.to(scores.dtype)
     if mask is not None:
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = torch.softmax(scores, dim=-1)  # (..., q_len, k_len), rows sum to 1
@@ -438,8 +438,8 @@ class MultiHeadAttention(nn.Module):
             q, k, v = self.project_with_cache(query, key, value, cache)
         k, v = share_kv_heads(k, self.n_heads), share_kv_heads(v, self.n_heads)  # (batch, n_heads, k_len, d_k)
         dropout_p = self.dropout_p if self.training else 0.0
-        bias = None if self.alibi_slopes is None else alibi_bias(self.alibi_slopes, q.size(2), k.size(2))  # (n_heads, q_len, k_len)
-        out, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout_p, bias=bias)  # (batch, n_heads, q_len, d_k)
+        score_bias = None if self.alibi_slopes is None else alibi_bias(self.alibi_slopes, q.size(2), k.size(2))  # (n_heads, q_len, k_len)
+        out, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout_p, score_bias=score_bias)
         if self.record_weights:
             self.last_weights = weights.detach()  # (batch, n_heads, q_len, k_len)
         return self.out_proj(self.merge_heads(out))  # (batch, q_len, d_model)

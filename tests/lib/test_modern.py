@@ -164,6 +164,17 @@ def test_alibi_attention_matches_sdpa_with_a_float_mask():
     torch.testing.assert_close(mha(x, mask=causal_mask(6)), expected, atol=1e-5, rtol=1e-5)
 
 
+def test_score_bias_is_added_and_checked():
+    from course_lib.attention import scaled_dot_product_attention
+
+    q, k, v = torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(2, 5, 4)
+    bias = torch.randn(3, 5)
+    expected = torch.softmax(q @ k.transpose(-1, -2) / 2 + bias, dim=-1) @ v
+    torch.testing.assert_close(scaled_dot_product_attention(q, k, v, score_bias=bias)[0], expected)
+    with pytest.raises(ValueError, match=r"score_bias \(4, 5\) does not broadcast to the scores \(2, 3, 5\)"):
+        scaled_dot_product_attention(q, k, v, score_bias=torch.zeros(4, 5))
+
+
 # ----------------------------------------------------------------------------- switches, defaults, init
 
 
