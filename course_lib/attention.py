@@ -438,8 +438,9 @@ class MultiHeadAttention(nn.Module):
             q, k, v = self.project_with_cache(query, key, value, cache)
         k, v = share_kv_heads(k, self.n_heads), share_kv_heads(v, self.n_heads)  # (batch, n_heads, k_len, d_k)
         dropout_p = self.dropout_p if self.training else 0.0
-        score_bias = None if self.alibi_slopes is None else alibi_bias(self.alibi_slopes, q.size(2), k.size(2))  # (n_heads, q_len, k_len)
-        out, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout_p, score_bias=score_bias)
+        # ALiBi (chapter 13): a score bias (n_heads, q_len, k_len); without it, the call of chapter 5 unchanged
+        alibi = {} if self.alibi_slopes is None else {"score_bias": alibi_bias(self.alibi_slopes, q.size(2), k.size(2))}
+        out, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout_p, **alibi)  # (batch, n_heads, q_len, d_k)
         if self.record_weights:
             self.last_weights = weights.detach()  # (batch, n_heads, q_len, k_len)
         return self.out_proj(self.merge_heads(out))  # (batch, q_len, d_model)
