@@ -19,7 +19,7 @@ from .validation import check_float_input, check_hidden_states, check_probabilit
 
 __all__ = [
     "check_attention_inputs", "scaled_dot_product_attention", "MultiHeadAttention", "KVCache", "PROJECTION_ROLES",
-    "share_kv_heads",
+    "check_kv_heads", "share_kv_heads",
 ]
 
 PROJECTION_ROLES = ("query", "key", "value")

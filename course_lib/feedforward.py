@@ -7,10 +7,13 @@ from torch import Tensor, nn
 
 from .validation import check_float_input, checked_by
 
-__all__ = ["PositionwiseFeedForward"]
+__all__ = ["ACTIVATIONS", "PositionwiseFeedForward"]
 
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "swiglu": F.silu}
 """The activation of each ``activation`` setting; ``"swiglu"`` gates SiLU (Swish) with a second projection."""
+
+ACTIVATIONS = tuple(_ACTIVATIONS)
+"""The settings of ``activation``: ``"relu"``, ``"gelu"`` and ``"swiglu"``."""
 
 
 class PositionwiseFeedForward(nn.Module):

@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from .attention import MultiHeadAttention
 from .embedding import TokenEmbedding
 from .attention import check_kv_heads
-from .feedforward import _ACTIVATIONS
+from .feedforward import ACTIVATIONS
 from .layers import DecoderLayer, DecoderLayerCache, EncoderLayer, scale_residual_branches
 from .normalization import NORMS, make_norm
 from .masks import causal_mask, check_mask, decoder_self_attention_mask, padding_mask
@@ -23,6 +23,8 @@ from .validation import check_choice, check_float_input, check_hidden_states, ch
 
 __all__ = [
     "TransformerConfig",
+    "check_block_switches",
+    "rotary_embedding",
     "positional_encoding",
     "LayerStack",
     "Encoder",
@@ -152,7 +154,7 @@ def check_block_switches(config: Any) -> None:
     check_probability(config.dropout, "dropout")
     check_choice(config.positional, "positional", tuple(POSITIONAL))
     check_choice(config.norm, "norm", NORMS)
-    check_choice(config.activation, "activation", tuple(_ACTIVATIONS))
+    check_choice(config.activation, "activation", ACTIVATIONS)
     if config.n_kv_heads is not None:
         check_kv_heads(config.n_kv_heads, config.n_heads)
     if config.positional == "rope" and (config.d_model // config.n_heads) % 2:
