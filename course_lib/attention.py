@@ -14,16 +14,21 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .masks import check_mask
+from .positional import RotaryEmbedding, alibi_bias, alibi_slopes
 from .validation import check_float_input, check_hidden_states, check_probability, checked_by
 
-__all__ = ["check_attention_inputs", "scaled_dot_product_attention", "MultiHeadAttention", "KVCache", "PROJECTION_ROLES"]
+__all__ = [
+    "check_attention_inputs", "scaled_dot_product_attention", "MultiHeadAttention", "KVCache", "PROJECTION_ROLES",
+    "check_kv_heads", "share_kv_heads",
+]
 
 PROJECTION_ROLES = ("query", "key", "value")
 """The three input projections of :class:`MultiHeadAttention`, in the row order of a fused QKV weight."""
 
 
 def check_attention_inputs(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout_p: float = 0.0, *, scale: float | None = None
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout_p: float = 0.0, *, scale: float | None = None,
+    score_bias: Tensor | None = None,
 ) -> None:
     """Raise for arguments :func:`scaled_dot_product_attention` cannot take, naming them.
 
@@ -51,6 +56,11 @@ def check_attention_inputs(
     if q.size(-1) == 0 and scale is None:
         raise ValueError(f"q and k must have d_k >= 1 (last dim); got q {tuple(q.shape)}")
     check_mask(mask, (*q.shape[:-1], k.size(-2)), "mask")  # the scores: (..., q_len, k_len)
+    if score_bias is not None:
+        try:
+            torch.broadcast_shapes(score_bias.shape, (*q.shape[:-1], k.size(-2)))
+        except RuntimeError:
+            raise ValueError(f"score_bias {tuple(score_bias.shape)} does not broadcast to the scores {(*q.shape[:-1], k.size(-2))}") from None
 
 
 @checked_by(check_attention_inputs)
@@ -62,6 +72,7 @@ def scaled_dot_product_attention(
     dropout_p: float = 0.0,
     *,
     scale: float | None = None,
+    score_bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """``softmax(q k^T / sqrt(d_k)) v``, written out by hand.
 
@@ -76,6 +87,8 @@ def scaled_dot_product_attention(
         dropout_p: dropout probability applied to the attention weights
             (applied whenever ``dropout_p > 0``; pass ``0.0`` at evaluation).
         scale: multiplier of the scores; default ``1 / sqrt(d_k)``.
+        score_bias: keyword-only; a float tensor added to the scaled scores,
+            broadcastable to ``(..., q_len, k_len)`` (ALiBi, chapter 13).
 
     Returns:
         ``(output, weights)``: ``output`` of shape ``(..., q_len, d_v)`` and the
@@ -96,6 +109,8 @@ def scaled_dot_product_attention(
     """
     scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
     scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # (..., q_len, k_len)
+    if score_bias is not None:  # ALiBi (chapter 13)
+        scores = scores + score_bias.to(scores.dtype)
     if mask is not None:
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = torch.softmax(scores, dim=-1)  # (..., q_len, k_len), rows sum to 1
@@ -107,13 +122,24 @@ def scaled_dot_product_attention(
     return torch.matmul(attn, v), weights  # (..., q_len, d_v), (..., q_len, k_len)
 
 
+def check_kv_heads(n_kv_heads: int, n_heads: int) -> None:
+    """Raise ``ValueError`` unless ``n_kv_heads`` is a positive int dividing ``n_heads``."""
+    if not isinstance(n_kv_heads, int) or n_kv_heads < 1 or n_heads % n_kv_heads:
+        raise ValueError(
+            f"n_kv_heads must be a positive divisor of n_heads={n_heads} (each key/value head serves "
+            f"n_heads / n_kv_heads query heads); got {n_kv_heads!r}"
+        )
+
+
 @dataclass
 class KVCache:
     """Keys and values of one attention layer, kept between decoding steps.
 
     Attributes:
-        key: ``(batch, n_heads, cached_len, d_k)`` or ``None`` before the first step.
-        value: ``(batch, n_heads, cached_len, d_k)`` or ``None``.
+        key: ``(batch, n_kv_heads, cached_len, d_k)`` or ``None`` before the
+            first step (``n_kv_heads = n_heads`` unless the attention is
+            grouped-query: the cache holds the shared heads once).
+        value: ``(batch, n_kv_heads, cached_len, d_k)`` or ``None``.
         static: ``False`` for decoder self-attention (each step appends the new
             position's key and value); ``True`` for cross-attention (the keys and
             values of the encoder ``memory`` are computed once and reused).
@@ -141,6 +167,22 @@ class KVCache:
             self.value = self.value.index_select(0, index)
 
 
+def share_kv_heads(x: Tensor, n_heads: int) -> Tensor:
+    """Repeat the key/value heads for grouped-query attention: ``(batch, n_kv_heads, len, d_k)`` -> ``(batch, n_heads, len, d_k)``.
+
+    Query head ``h`` reads key/value head ``h // (n_heads // n_kv_heads)``:
+    consecutive query heads form a group that shares one key and one value
+    (as :func:`torch.nn.functional.scaled_dot_product_attention` with
+    ``enable_gqa=True`` and Hugging Face's ``repeat_kv``). Returns ``x``
+    itself when there is nothing to share (multi-head attention).
+
+    Source: Ainslie et al. (2023), "GQA", section 2.2; Shazeer (2019),
+    "Fast Transformer Decoding" (multi-query: one shared head).
+    """
+    n_rep = n_heads // x.size(1)
+    return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=1)  # (batch, n_heads, len, d_k)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with optional fused QKV projection and a KV cache.
 
@@ -158,6 +200,15 @@ class MultiHeadAttention(nn.Module):
             (one matmul for self-attention). Gives exactly the results of three
             separate projections holding the same weights. For cross-attention
             the fused weight is sliced.
+        n_kv_heads: keyword-only; the number of key/value heads (default
+            ``n_heads``: multi-head attention). Fewer, dividing ``n_heads``:
+            grouped-query attention (the key and value projections, and the
+            KV cache, shrink by ``n_heads / n_kv_heads``); 1: multi-query.
+        rotary: keyword-only; a :class:`course_lib.positional.RotaryEmbedding`
+            that turns the queries and keys by their positions (RoPE), or
+            ``None`` (the paper: positions are added to the embeddings).
+        alibi: keyword-only; add ALiBi's distance penalty ``-slope_h |i - j|``
+            to every head's scores (:func:`course_lib.positional.alibi_bias`).
 
     Shapes (batch first):
         ``query``: ``(batch, q_len, d_model)``; ``key``/``value``:
@@ -185,7 +236,10 @@ class MultiHeadAttention(nn.Module):
     Source: Vaswani et al. (2017), section 3.2.2 and figure 2.
     """
 
-    def __init__(self, d_model: int, n_heads: int, dropout_p: float = 0.0, bias: bool = True, fused_qkv: bool = False) -> None:
+    def __init__(
+        self, d_model: int, n_heads: int, dropout_p: float = 0.0, bias: bool = True, fused_qkv: bool = False, *,
+        n_kv_heads: int | None = None, rotary: RotaryEmbedding | None = None, alibi: bool = False,
+    ) -> None:
         super().__init__()
         check_probability(dropout_p, "dropout_p")
         if n_heads < 1 or d_model < 1 or d_model % n_heads != 0:
@@ -193,17 +247,26 @@ class MultiHeadAttention(nn.Module):
                 f"d_model={d_model} must be a positive multiple of n_heads={n_heads} "
                 f"(each head gets d_k = d_model / n_heads)"
             )
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        check_kv_heads(n_kv_heads, n_heads)
         self.d_model = d_model
         self.n_heads = n_heads
+        self.n_kv_heads = n_kv_heads
         self.d_k = d_model // n_heads
+        self.kv_dim = n_kv_heads * self.d_k  # width of the key and value projections
         self.dropout_p = dropout_p
         self.fused_qkv = fused_qkv
+        self.rotary = rotary
+        if alibi:
+            self.register_buffer("alibi_slopes", alibi_slopes(n_heads), persistent=False)  # (n_heads,)
+        else:
+            self.alibi_slopes = None
         if fused_qkv:
-            self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
+            self.qkv_proj = nn.Linear(d_model, d_model + 2 * self.kv_dim, bias=bias)
         else:
             self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-            self.k_proj = nn.Linear(d_model, d_model, bias=bias)
-            self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+            self.k_proj = nn.Linear(d_model, self.kv_dim, bias=bias)
+            self.v_proj = nn.Linear(d_model, self.kv_dim, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
         self.record_weights = False
         self.last_weights: Tensor | None = None
@@ -232,7 +295,8 @@ class MultiHeadAttention(nn.Module):
         i = PROJECTION_ROLES.index(role)
         if not self.fused_qkv:
             return (self.q_proj, self.k_proj, self.v_proj)[i](x)
-        rows = slice(i * self.d_model, (i + 1) * self.d_model)
+        start = (0, self.d_model, self.d_model + self.kv_dim)[i]  # the fused rows: query, key, value
+        rows = slice(start, start + (self.d_model if i == 0 else self.kv_dim))
         bias = None if self.qkv_proj.bias is None else self.qkv_proj.bias[rows]
         return F.linear(x, self.qkv_proj.weight[rows], bias)
 
@@ -247,7 +311,7 @@ class MultiHeadAttention(nn.Module):
         d_model)`` weight, chunked into three.
         """
         if self.fused_qkv and key is None and value is None:
-            q, k, v = self.qkv_proj(query).chunk(3, dim=-1)
+            q, k, v = self.qkv_proj(query).split([self.d_model, self.kv_dim, self.kv_dim], dim=-1)
             return q, k, v
         key = query if key is None else key
         value = key if value is None else value
@@ -256,7 +320,7 @@ class MultiHeadAttention(nn.Module):
     def project_with_cache(
         self, query: Tensor, key: Tensor | None, value: Tensor | None, cache: KVCache
     ) -> tuple[Tensor, Tensor, Tensor]:
-        """Queries, keys and values split into heads, ``(batch, n_heads, len, d_k)``, using ``cache``.
+        """Queries ``(batch, n_heads, len, d_k)``, keys and values ``(batch, n_kv_heads, len, d_k)``, using ``cache``.
 
         * ``cache.static`` (cross-attention over the encoder memory): the keys
           and values are projected on the first call, stored, and reused
@@ -264,13 +328,16 @@ class MultiHeadAttention(nn.Module):
           are projected.
         * otherwise (decoder self-attention): the keys and values of the new
           positions are appended to the cached ones along the length axis,
-          so the queries attend to every position decoded so far.
+          so the queries attend to every position decoded so far. With RoPE
+          the new queries and keys are turned first, from position
+          ``cache.length`` on (the cached keys are stored turned).
 
         Source: chapter 10 (incremental decoding).
         """
         if cache.static and cache.key is not None:
             return self.split_heads(self.project(query, "query")), cache.key, cache.value
         q, k, v = (self.split_heads(t) for t in self.project_qkv(query, key, value))
+        q, k = self.rotate(q, k, offset=cache.length)
         if not cache.static and cache.key is not None:
             k = torch.cat([cache.key, k], dim=2)
             v = torch.cat([cache.value, v], dim=2)
@@ -278,14 +345,18 @@ class MultiHeadAttention(nn.Module):
         return q, k, v
 
     def split_heads(self, x: Tensor) -> Tensor:
-        """``(batch, seq_len, d_model)`` -> ``(batch, n_heads, seq_len, d_k)``.
+        """``(batch, seq_len, n * d_k)`` -> ``(batch, n, seq_len, d_k)``: ``n`` is ``n_heads`` (or ``n_kv_heads`` for keys and values).
 
         A ``view`` to ``(batch, seq_len, n_heads, d_k)`` then a ``transpose``:
         reshaping straight to ``(batch, n_heads, seq_len, d_k)`` would mix
         positions into heads (chapter 5 shows the wrong result).
         """
         batch, seq_len, _ = x.shape
-        return x.view(batch, seq_len, self.n_heads, self.d_k).transpose(1, 2)
+        return x.view(batch, seq_len, -1, self.d_k).transpose(1, 2)
+
+    def rotate(self, q: Tensor, k: Tensor, offset: int = 0) -> tuple[Tensor, Tensor]:
+        """RoPE on queries and keys split into heads, from position ``offset``; unchanged without ``rotary``."""
+        return (q, k) if self.rotary is None else self.rotary(q, k, offset)
 
     def merge_heads(self, x: Tensor) -> Tensor:
         """``(batch, n_heads, seq_len, d_k)`` -> ``(batch, seq_len, d_model)``."""
@@ -361,14 +432,19 @@ class MultiHeadAttention(nn.Module):
             ValueError/TypeError: see :meth:`check_inputs`.
         """
         if cache is None:
-            q, k, v = (self.split_heads(t) for t in self.project_qkv(query, key, value))  # each (batch, n_heads, len, d_k)
+            q, k, v = (self.split_heads(t) for t in self.project_qkv(query, key, value))  # q (batch, n_heads, len, d_k)
+            q, k = self.rotate(q, k)  # RoPE (chapter 13); no-op without it
         else:  # incremental decoding (chapter 10)
             q, k, v = self.project_with_cache(query, key, value, cache)
+        k, v = share_kv_heads(k, self.n_heads), share_kv_heads(v, self.n_heads)  # (batch, n_heads, k_len, d_k)
         dropout_p = self.dropout_p if self.training else 0.0
-        out, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout_p)  # (batch, n_heads, q_len, d_k)
+        # ALiBi (chapter 13): a score bias (n_heads, q_len, k_len); without it, the call of chapter 5 unchanged
+        alibi = {} if self.alibi_slopes is None else {"score_bias": alibi_bias(self.alibi_slopes, q.size(2), k.size(2))}
+        out, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout_p, **alibi)  # (batch, n_heads, q_len, d_k)
         if self.record_weights:
             self.last_weights = weights.detach()  # (batch, n_heads, q_len, k_len)
         return self.out_proj(self.merge_heads(out))  # (batch, q_len, d_model)
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, fused_qkv={self.fused_qkv}"
+        kv = f", n_kv_heads={self.n_kv_heads}" if self.n_kv_heads != self.n_heads else ""
+        return f"d_model={self.d_model}, n_heads={self.n_heads}{kv}, d_k={self.d_k}, fused_qkv={self.fused_qkv}"

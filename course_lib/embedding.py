@@ -26,6 +26,9 @@ class TokenEmbedding(nn.Module):
         d_model: embedding width.
         padding_idx: optional id whose vector is kept at zero and gets no
             gradient (as in :class:`torch.nn.Embedding`).
+        scale: keyword-only; ``False`` leaves the vectors unscaled (GPT-2,
+            Llama: their positions are not added to the embeddings, or are
+            learned at the same small scale).
 
     Shapes:
         ``tokens``: ``(batch, seq_len)`` integer (``torch.long``/``int``) ids in
@@ -42,7 +45,7 @@ class TokenEmbedding(nn.Module):
     multiply those weights by sqrt(d_model)").
     """
 
-    def __init__(self, vocab_size: int, d_model: int, padding_idx: int | None = None) -> None:
+    def __init__(self, vocab_size: int, d_model: int, padding_idx: int | None = None, *, scale: bool = True) -> None:
         super().__init__()
         if vocab_size < 1 or d_model < 1:  # one message naming both sizes
             raise ValueError(f"vocab_size and d_model must be positive; got vocab_size={vocab_size}, d_model={d_model}")
@@ -55,7 +58,7 @@ class TokenEmbedding(nn.Module):
         if padding_idx is not None:
             with torch.no_grad():
                 self.embedding.weight[padding_idx].zero_()
-        self.scale = math.sqrt(d_model)
+        self.scale = math.sqrt(d_model) if scale else 1.0
 
     @property
     def weight(self) -> Tensor:
@@ -84,4 +87,5 @@ class TokenEmbedding(nn.Module):
         return self.embedding(tokens) * self.scale
 
     def extra_repr(self) -> str:
-        return f"vocab_size={self.vocab_size}, d_model={self.d_model}, scale=sqrt({self.d_model})"
+        scale = f"sqrt({self.d_model})" if self.scale != 1.0 else "1"
+        return f"vocab_size={self.vocab_size}, d_model={self.d_model}, scale={scale}"

@@ -6,15 +6,22 @@ broadcastable to ``(batch, n_heads, q_len, k_len)``.
 
 from __future__ import annotations
 
-from typing import Callable
+import math
+from typing import Callable, Iterable
 
+import torch
 from torch import Tensor, nn
 
 from .attention import KVCache, MultiHeadAttention
 from .feedforward import PositionwiseFeedForward
+from .normalization import make_norm
+from .positional import RotaryEmbedding
 from .validation import check_hidden_states, checked_by
 
-__all__ = ["ResidualSublayer", "EncoderLayer", "DecoderLayer", "DecoderLayerCache", "LEGACY_LAYER_KEYS", "rename_legacy_layer_keys"]
+__all__ = [
+    "ResidualSublayer", "EncoderLayer", "DecoderLayer", "DecoderLayerCache", "LEGACY_LAYER_KEYS", "rename_legacy_layer_keys",
+    "scale_residual_branches",
+]
 
 
 class ResidualSublayer(nn.Module):
@@ -30,6 +37,9 @@ class ResidualSublayer(nn.Module):
         dropout: residual dropout (paper: 0.1).
         norm_first: Pre-LN if true, Post-LN if false.
         eps: LayerNorm epsilon (PyTorch default 1e-5).
+        norm: keyword-only; ``"layer"`` (LayerNorm, the paper) or ``"rms"``
+            (:class:`course_lib.normalization.RMSNorm`, today's models).
+        bias: keyword-only; ``False`` drops LayerNorm's bias.
 
     Shapes:
         ``x``: ``(batch, seq_len, d_model)``; ``sublayer`` maps that shape to
@@ -40,9 +50,12 @@ class ResidualSublayer(nn.Module):
     Normalization in the Transformer Architecture".
     """
 
-    def __init__(self, d_model: int, dropout: float = 0.1, norm_first: bool = False, eps: float = 1e-5) -> None:
+    def __init__(
+        self, d_model: int, dropout: float = 0.1, norm_first: bool = False, eps: float = 1e-5, *,
+        norm: str = "layer", bias: bool = True,
+    ) -> None:
         super().__init__()
-        self.norm = nn.LayerNorm(d_model, eps=eps)
+        self.norm = make_norm(norm, d_model, eps, bias)
         self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 
@@ -81,9 +94,38 @@ def rename_legacy_layer_keys(module: nn.Module, state_dict: dict, prefix: str, *
                 state_dict[renamed] = state_dict.pop(key)
 
 
-def attention(d_model: int, n_heads: int, dropout: float, fused_qkv: bool) -> MultiHeadAttention:
+def attention(
+    d_model: int, n_heads: int, dropout: float, fused_qkv: bool, *, bias: bool = True,
+    n_kv_heads: int | None = None, rotary: RotaryEmbedding | None = None, alibi: bool = False,
+) -> MultiHeadAttention:
     """One attention sublayer of a layer (the dropout on its weights is the layer's dropout)."""
-    return MultiHeadAttention(d_model, n_heads, dropout_p=dropout, fused_qkv=fused_qkv)
+    return MultiHeadAttention(
+        d_model, n_heads, dropout_p=dropout, bias=bias, fused_qkv=fused_qkv, n_kv_heads=n_kv_heads, rotary=rotary,
+        alibi=alibi,
+    )
+
+
+@torch.no_grad()
+def scale_residual_branches(layers: Iterable[nn.Module], n_layers: int) -> None:
+    """Multiply the last projection of every residual branch by ``1 / sqrt(2 * n_layers)``, in place.
+
+    Those projections are each attention's ``out_proj`` and each FFN's
+    ``linear2``: what every sublayer adds to the residual stream. A stack of
+    ``n_layers`` layers adds ``2 n_layers`` such branches (three per decoder
+    layer with cross-attention; the factor is the usual one all the same),
+    so without the scale the stream's variance grows with depth at
+    initialisation; with it, it stays about constant.
+
+    Source: Radford et al. (2019), GPT-2, section 2.3 ("scale the weights of
+    residual layers at initialization by a factor of 1/sqrt(N) where N is the
+    number of residual layers").
+    """
+    factor = 1.0 / math.sqrt(2 * n_layers)
+    for layer in layers:
+        for branch in (getattr(layer, "self_attn", None), getattr(layer, "cross_attn", None)):
+            if branch is not None:
+                branch.out_proj.weight.mul_(factor)
+        layer.ffn.linear2.weight.mul_(factor)
 
 
 class EncoderLayer(nn.Module):
@@ -96,6 +138,17 @@ class EncoderLayer(nn.Module):
         norm_first: Pre-LN if true, Post-LN (paper) if false.
         eps: LayerNorm epsilon.
         fused_qkv: see :class:`course_lib.attention.MultiHeadAttention`.
+        norm, bias, n_kv_heads, rotary, alibi: keyword-only switches of today's
+            block (chapter 13), off by default: ``norm="rms"``
+            (:class:`course_lib.normalization.RMSNorm`), ``bias=False`` (no
+            biases in the projections, the FFN and LayerNorm), ``n_kv_heads``
+            (grouped-query attention), ``rotary`` (RoPE) and ``alibi``, as
+            :class:`course_lib.attention.MultiHeadAttention`; ``activation="swiglu"``
+            gates the FFN (:class:`course_lib.feedforward.PositionwiseFeedForward`).
+
+    Used alone, with a causal ``src_mask``, this layer is the block of a
+    decoder-only language model (GPT, Llama): self-attention and the FFN,
+    no cross-attention (:class:`course_lib.language_model.LanguageModel`).
 
     Submodules (by role): ``self_attn`` and its Add & Norm ``self_attn_sublayer``;
     ``ffn`` and its Add & Norm ``ffn_sublayer``.
@@ -104,7 +157,10 @@ class EncoderLayer(nn.Module):
         ``x``: ``(batch, src_len, d_model)``; ``src_mask`` (keyword-only): bool,
         ``True`` = may attend, broadcastable to ``(batch, n_heads, src_len, src_len)``
         (usually ``padding_mask(src, pad_id)`` of shape ``(batch, 1, 1, src_len)``).
-        Returns ``(batch, src_len, d_model)``.
+        Returns ``(batch, src_len, d_model)``. With ``cache`` (a
+        :class:`course_lib.attention.KVCache`, keyword-only; decoder-only
+        models), ``x`` holds only the new positions and ``src_mask`` must
+        cover ``(new_len, cached_len + new_len)``.
 
     Raises:
         ValueError/TypeError: see :meth:`check_inputs`; sizes as ``MultiHeadAttention``.
@@ -124,23 +180,31 @@ class EncoderLayer(nn.Module):
         norm_first: bool = False,
         eps: float = 1e-5,
         fused_qkv: bool = False,
+        *,
+        norm: str = "layer",
+        bias: bool = True,
+        n_kv_heads: int | None = None,
+        rotary: RotaryEmbedding | None = None,
+        alibi: bool = False,
     ) -> None:
         super().__init__()
         self.d_model = d_model
-        self.self_attn = attention(d_model, n_heads, dropout, fused_qkv)
-        self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout=dropout, activation=activation)
-        self.self_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps)  # Add & Norm around each
-        self.ffn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps)
+        self.self_attn = attention(
+            d_model, n_heads, dropout, fused_qkv, bias=bias, n_kv_heads=n_kv_heads, rotary=rotary, alibi=alibi
+        )
+        self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout=dropout, activation=activation, bias=bias)
+        self.self_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps, norm=norm, bias=bias)  # Add & Norm around each
+        self.ffn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps, norm=norm, bias=bias)
         self._register_load_state_dict_pre_hook(rename_legacy_layer_keys, with_module=True)
 
-    def check_inputs(self, x: Tensor, *, src_mask: Tensor | None = None) -> None:
+    def check_inputs(self, x: Tensor, *, src_mask: Tensor | None = None, cache: KVCache | None = None) -> None:
         """Raise naming ``x`` (not ``(batch, src_len, d_model)`` float) or ``src_mask`` (not bool, does not broadcast)."""
         check_hidden_states(x, "x", self.d_model)
-        self.self_attn.check_inputs(x, mask=src_mask, mask_name="src_mask")
+        self.self_attn.check_inputs(x, mask=src_mask, cache=cache, mask_name="src_mask")
 
     @checked_by(check_inputs)
-    def forward(self, x: Tensor, *, src_mask: Tensor | None = None) -> Tensor:
-        x = self.self_attn_sublayer(x, lambda y: self.self_attn(y, mask=src_mask))  # (batch, src_len, d_model)
+    def forward(self, x: Tensor, *, src_mask: Tensor | None = None, cache: KVCache | None = None) -> Tensor:
+        x = self.self_attn_sublayer(x, lambda y: self.self_attn(y, mask=src_mask, cache=cache))  # (batch, src_len, d_model)
         return self.ffn_sublayer(x, self.ffn)  # (batch, src_len, d_model)
 
 
@@ -170,8 +234,10 @@ class DecoderLayer(nn.Module):
     Each of the three sublayers is wrapped in Add & Norm (:class:`ResidualSublayer`).
 
     Args:
-        d_model, n_heads, d_ff, dropout, activation, norm_first, eps, fused_qkv:
-            as :class:`EncoderLayer`.
+        d_model, n_heads, d_ff, dropout, activation, norm_first, eps, fused_qkv,
+            norm, bias, n_kv_heads, rotary, alibi: as :class:`EncoderLayer` (RoPE
+            and ALiBi act on the self-attention only; cross-attention compares
+            positions of two different sequences).
 
     Submodules (by role): ``self_attn``/``self_attn_sublayer``,
     ``cross_attn``/``cross_attn_sublayer``, ``ffn``/``ffn_sublayer``.
@@ -205,16 +271,24 @@ class DecoderLayer(nn.Module):
         norm_first: bool = False,
         eps: float = 1e-5,
         fused_qkv: bool = False,
+        *,
+        norm: str = "layer",
+        bias: bool = True,
+        n_kv_heads: int | None = None,
+        rotary: RotaryEmbedding | None = None,
+        alibi: bool = False,
     ) -> None:
         super().__init__()
         self.d_model = d_model
-        self.self_attn = attention(d_model, n_heads, dropout, fused_qkv)
-        self.cross_attn = attention(d_model, n_heads, dropout, fused_qkv)
-        self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout=dropout, activation=activation)
+        self.self_attn = attention(
+            d_model, n_heads, dropout, fused_qkv, bias=bias, n_kv_heads=n_kv_heads, rotary=rotary, alibi=alibi
+        )
+        self.cross_attn = attention(d_model, n_heads, dropout, fused_qkv, bias=bias, n_kv_heads=n_kv_heads)  # no RoPE across
+        self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout=dropout, activation=activation, bias=bias)
         # the Add & Norm around each (built after the sublayers: the parameter order of older versions)
-        self.self_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps)
-        self.cross_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps)
-        self.ffn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps)
+        self.self_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps, norm=norm, bias=bias)
+        self.cross_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps, norm=norm, bias=bias)
+        self.ffn_sublayer = ResidualSublayer(d_model, dropout, norm_first, eps, norm=norm, bias=bias)
         self._register_load_state_dict_pre_hook(rename_legacy_layer_keys, with_module=True)
 
     def check_inputs(

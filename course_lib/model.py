@@ -13,13 +13,18 @@ from torch import Tensor, nn
 
 from .attention import MultiHeadAttention
 from .embedding import TokenEmbedding
-from .layers import DecoderLayer, DecoderLayerCache, EncoderLayer
+from .attention import check_kv_heads
+from .feedforward import ACTIVATIONS
+from .layers import DecoderLayer, DecoderLayerCache, EncoderLayer, scale_residual_branches
+from .normalization import NORMS, make_norm
 from .masks import causal_mask, check_mask, decoder_self_attention_mask, padding_mask
-from .positional import LearnedPositionalEmbedding, PositionalEncoding, SinusoidalPositionalEncoding
+from .positional import LearnedPositionalEmbedding, PositionalEncoding, RotaryEmbedding, SinusoidalPositionalEncoding
 from .validation import check_choice, check_float_input, check_hidden_states, check_int, check_probability, checked_by, config_from_dict, inputs_already_checked
 
 __all__ = [
     "TransformerConfig",
+    "check_block_switches",
+    "rotary_embedding",
     "positional_encoding",
     "LayerStack",
     "Encoder",
@@ -30,8 +35,13 @@ __all__ = [
     "Transformer",
 ]
 
-POSITIONAL = {"sinusoidal": SinusoidalPositionalEncoding, "learned": LearnedPositionalEmbedding, "none": PositionalEncoding}
-"""The positional layer of each ``TransformerConfig.positional`` setting (``"none"``: dropout only)."""
+POSITIONAL = {
+    "sinusoidal": SinusoidalPositionalEncoding, "learned": LearnedPositionalEmbedding, "none": PositionalEncoding,
+    "rope": PositionalEncoding, "alibi": PositionalEncoding,
+}
+"""The positional layer of each ``TransformerConfig.positional`` setting (``"none"``: dropout only;
+``"rope"`` and ``"alibi"``: dropout only, the positions act inside the self-attention:
+the queries and keys turn (:func:`rotary_embedding`), or the scores get ALiBi's distance penalty)."""
 
 
 @dataclass
@@ -59,6 +69,19 @@ class TransformerConfig:
         fused_qkv: fused QKV projections in every attention layer.
         eps: LayerNorm epsilon.
 
+    The switches of today's block (chapter 13), whose defaults keep the 2017 model:
+
+    Attributes:
+        norm: ``"layer"`` (paper) or ``"rms"`` (RMSNorm).
+        n_kv_heads: key/value heads of every attention; ``None`` = ``n_heads``
+            (multi-head); a divisor of ``n_heads`` = grouped-query; 1 = multi-query.
+        bias: ``False`` = no biases in any linear layer or LayerNorm.
+        scaled_residual_init: multiply each residual branch's last projection
+            by ``1 / sqrt(2 N)``, ``N`` the layers of its stack (:func:`course_lib.layers.scale_residual_branches`).
+        scale_embedding: multiply the embeddings by ``sqrt(d_model)`` (paper).
+        rope_base: the wavelength base of ``positional="rope"`` (10000).
+        (``positional="rope"`` or ``"alibi"`` and ``activation="swiglu"`` are the others.)
+
     Raises:
         ValueError: from ``__post_init__`` for inconsistent values (naming them).
 
@@ -82,16 +105,19 @@ class TransformerConfig:
     pad_id: int | None = 0
     fused_qkv: bool = False
     eps: float = 1e-5
+    norm: str = "layer"
+    n_kv_heads: int | None = None
+    bias: bool = True
+    scaled_residual_init: bool = False
+    scale_embedding: bool = True
+    rope_base: float = 10000.0
 
     def __post_init__(self) -> None:
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "max_len"):
             check_int(getattr(self, name), name)
         for name in ("n_encoder_layers", "n_decoder_layers"):
             check_int(getattr(self, name), name, 0)
-        if self.d_model % self.n_heads != 0:
-            raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
-        check_probability(self.dropout, "dropout")
-        check_choice(self.positional, "positional", tuple(POSITIONAL))
+        check_block_switches(self)
         if self.pad_id is not None and not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
             raise ValueError(
                 f"pad_id must be None or lie in [0, {min(self.src_vocab_size, self.tgt_vocab_size)}); got {self.pad_id}"
@@ -121,6 +147,27 @@ class TransformerConfig:
         return config_from_dict(cls, d)
 
 
+def check_block_switches(config: Any) -> None:
+    """Raise ``ValueError`` naming the field of ``config`` that the layers cannot take (sizes, dropout, switches)."""
+    if config.d_model % config.n_heads != 0:
+        raise ValueError(f"d_model={config.d_model} must be divisible by n_heads={config.n_heads}")
+    check_probability(config.dropout, "dropout")
+    check_choice(config.positional, "positional", tuple(POSITIONAL))
+    check_choice(config.norm, "norm", NORMS)
+    check_choice(config.activation, "activation", ACTIVATIONS)
+    if config.n_kv_heads is not None:
+        check_kv_heads(config.n_kv_heads, config.n_heads)
+    if config.positional == "rope" and (config.d_model // config.n_heads) % 2:
+        raise ValueError(f"positional='rope' needs an even head width d_model / n_heads; got {config.d_model // config.n_heads}")
+
+
+def rotary_embedding(config: Any) -> RotaryEmbedding | None:
+    """The :class:`RotaryEmbedding` shared by a stack's attentions when ``config.positional == "rope"``, else ``None``."""
+    if config.positional != "rope":
+        return None
+    return RotaryEmbedding(config.d_model // config.n_heads, config.max_len, config.rope_base)
+
+
 def positional_encoding(config: TransformerConfig) -> PositionalEncoding:
     """The positional layer that ``config.positional`` names (see :data:`POSITIONAL`)."""
     return POSITIONAL[config.positional](config.d_model, config.max_len, config.dropout)
@@ -138,7 +185,9 @@ class LayerStack(nn.Module):
         embedding: an existing :class:`TokenEmbedding` to use (weight sharing).
 
     The final LayerNorm exists in Pre-LN only (``config.norm_first``): there
-    the residual stream is never normalised inside the layers.
+    the residual stream is never normalised inside the layers. The switches
+    of today's block (``norm``, ``bias``, ``n_kv_heads``, ``positional="rope"``/``"alibi"``,
+    ``scaled_residual_init``, ``scale_embedding``) are read from the config.
     """
 
     def __init__(
@@ -146,13 +195,18 @@ class LayerStack(nn.Module):
     ) -> None:
         super().__init__()
         c = config
-        self.embedding = embedding or TokenEmbedding(vocab_size, c.d_model)
+        self.embedding = embedding or TokenEmbedding(vocab_size, c.d_model, scale=c.scale_embedding)
         self.positional = positional_encoding(c)
+        switches = dict(  # today's block, chapter 13
+            norm=c.norm, bias=c.bias, n_kv_heads=c.n_kv_heads, rotary=rotary_embedding(c), alibi=c.positional == "alibi",
+        )
         self.layers = nn.ModuleList(
-            layer(c.d_model, c.n_heads, c.d_ff, c.dropout, c.activation, c.norm_first, c.eps, c.fused_qkv)
+            layer(c.d_model, c.n_heads, c.d_ff, c.dropout, c.activation, c.norm_first, c.eps, c.fused_qkv, **switches)
             for _ in range(n_layers)
         )
-        self.final_norm = nn.LayerNorm(c.d_model, eps=c.eps) if c.norm_first else nn.Identity()
+        if c.scaled_residual_init and n_layers:
+            scale_residual_branches(self.layers, n_layers)
+        self.final_norm = make_norm(c.norm, c.d_model, c.eps, c.bias) if c.norm_first else nn.Identity()
         self.max_len = c.max_len
         self.n_heads = c.n_heads
 
@@ -347,9 +401,10 @@ class Transformer(nn.Module):
         self.encoder = Encoder(config)
         shared = self.encoder.embedding if config.share_embeddings else None
         self.decoder = Decoder(config, embedding=shared)
-        self.output_projection = nn.Linear(config.d_model, config.tgt_vocab_size)
+        self.output_projection = nn.Linear(config.d_model, config.tgt_vocab_size, bias=config.bias)
         nn.init.xavier_uniform_(self.output_projection.weight)
-        nn.init.zeros_(self.output_projection.bias)
+        if self.output_projection.bias is not None:
+            nn.init.zeros_(self.output_projection.bias)
         if config.tie_output:
             self.output_projection.weight = self.decoder.embedding.weight
         # course_lib <= 0.2 called the output layer ``generator``: keep those checkpoints loading

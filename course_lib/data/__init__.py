@@ -32,6 +32,11 @@ Batches
     tgt_mask, n_tokens``), :func:`shift_right`, :func:`make_loader`, and the
     one-call :func:`make_dataloaders` (:class:`DataConfig` -> :class:`TranslationData`).
 
+Language-model text (chapter 12)
+    :class:`CharVocabulary`, :func:`chinese_side` (Tatoeba's Chinese
+    sentences as one text), :func:`split_text_ids`, :func:`lm_batches`
+    (random windows as ``(tokens[:-1], tokens[1:])``).
+
 Importing this package does no work (no file access, no network).
 """
 
@@ -102,6 +107,8 @@ from .pipeline import (
     DATASETS,
 )
 
+from .lm import CharVocabulary, chinese_side, split_text_ids, lm_batches
+
 __all__ = [
     "DataNotFoundError",
     "DataValidationError",
@@ -157,4 +164,8 @@ __all__ = [
     "TranslationData",
     "make_dataloaders",
     "DATASETS",
+    "CharVocabulary",
+    "chinese_side",
+    "split_text_ids",
+    "lm_batches",
 ]

@@ -18,7 +18,7 @@ of this package; ``from course_lib.training import train`` keeps working):
   :func:`start_training`, :func:`step_batches`, :func:`train_step`,
   :class:`TrainLog`, :func:`validate`, :func:`save_train_state` and
   :func:`stop_reason`.
-* ``state``: :class:`TrainState`; ``batches``: :func:`unpack_batch`;
+* ``state``: :class:`TrainState`; ``batches``: :func:`unpack_batch`, :func:`model_logits`;
   ``precision``: :func:`mixed_precision`; ``parallel``: :func:`init_distributed`,
   :func:`ddp_no_sync`, :func:`reduce_step_stats` (data parallelism).
 * ``checkpoints``: :func:`save_checkpoint`, :func:`load_checkpoint`, :func:`model_from_checkpoint`,
@@ -38,7 +38,7 @@ from .loss import label_smoothed_cross_entropy, LabelSmoothingLoss
 from .schedules import noam_lr, warmup_cosine_lr, warmup_constant_lr
 from .config import TrainConfig
 from .optimizer import lr_at_step, build_optimizer, build_scheduler
-from .batches import unpack_batch
+from .batches import model_logits, unpack_batch
 from .precision import cpu_supports_bf16, mixed_precision
 from .parallel import ddp_no_sync, reduce_step_stats, init_distributed
 from .checkpoints import save_checkpoint, load_checkpoint, model_from_checkpoint, export_for_inference
@@ -79,6 +79,7 @@ __all__ = [
     "step_batches",
     "train_step",
     "unpack_batch",
+    "model_logits",
     "ddp_no_sync",
     "normalize_loss",
     "mean_attention_entropy",

@@ -7,7 +7,7 @@ from typing import Any, Iterable, Iterator
 import torch
 from torch import Tensor
 
-__all__ = ["unpack_batch", "count_target_tokens", "epoch_batches", "group_target_tokens", "step_groups"]
+__all__ = ["unpack_batch", "model_logits", "count_target_tokens", "epoch_batches", "group_target_tokens", "step_groups"]
 
 
 def count_target_tokens(tgt_out: Tensor, pad_id: int | None) -> int:
@@ -21,16 +21,20 @@ def unpack_batch(batch: Any, device: torch.device | None = None) -> tuple[Tensor
     A batch is a :class:`course_lib.data.Batch` (any object with attributes
     ``src``, ``tgt_in``, ``tgt_out`` and optionally ``src_mask``,
     ``tgt_mask``) or a ``(src, tgt_in, tgt_out)`` tuple, whose masks are
-    ``None`` (the model then builds them). Shapes: see the module docstring.
+    ``None`` (the model then builds them). A language model's batch
+    ``(inputs, targets)`` (:func:`course_lib.data.lm_batches`) gives ``src = None``. Shapes: see the module docstring.
 
     Raises:
         ValueError: a tuple that does not have three items.
         TypeError: an object without those attributes.
     """
     if isinstance(batch, (tuple, list)):
-        if len(batch) != 3:
-            raise ValueError(f"a tuple batch must be (src, tgt_in, tgt_out); got {len(batch)} items")
-        parts = (*batch, None, None)
+        if len(batch) not in (2, 3):
+            raise ValueError(
+                f"a tuple batch must be (src, tgt_in, tgt_out), or (tokens[:-1], tokens[1:]) for a language model; "
+                f"got {len(batch)} items"
+            )
+        parts = (*batch, None, None) if len(batch) == 3 else (None, *batch, None, None)
     else:
         try:
             parts = (batch.src, batch.tgt_in, batch.tgt_out, getattr(batch, "src_mask", None), getattr(batch, "tgt_mask", None))
@@ -62,3 +66,10 @@ def step_groups(it: Iterator[Any], size: int, consumed: int) -> Iterator[tuple[i
 def group_target_tokens(group: list[Any], pad_id: int | None) -> int:
     """Target tokens of all the batches of ``group`` (at least 1)."""
     return max(1, sum(count_target_tokens(unpack_batch(b)[2], pad_id) for b in group))
+
+
+def model_logits(model: Any, src: Tensor | None, tgt_in: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None) -> Tensor:
+    """Logits ``(batch, tgt_len, V)``: ``model(src, tgt_in, *, src_mask, tgt_mask)``, or ``model(tgt_in)`` for a language model (``src is None``)."""
+    if src is None:
+        return model(tgt_in)
+    return model(src, tgt_in, src_mask=src_mask, tgt_mask=tgt_mask)

@@ -153,7 +153,7 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
 
 
 def model_from_checkpoint(ckpt: dict[str, Any] | str | os.PathLike, device: str | torch.device = "cpu") -> nn.Module:
-    """Rebuild a :class:`course_lib.model.Transformer` from a checkpoint, in float32, in eval mode.
+    """Rebuild a :class:`course_lib.model.Transformer` (or a decoder-only :class:`course_lib.language_model.LanguageModel`, whose config has ``n_layers``) from a checkpoint, in float32, in eval mode.
 
     Weights stored in float16 (see :func:`export_for_inference`) are cast back
     to float32.
@@ -167,13 +167,17 @@ def model_from_checkpoint(ckpt: dict[str, Any] | str | os.PathLike, device: str 
 
     Source: chapter 9.
     """
+    from ..language_model import LanguageModel, LanguageModelConfig
     from ..model import Transformer, TransformerConfig
 
     if not isinstance(ckpt, dict):
         ckpt = load_checkpoint(ckpt)
     if not ckpt.get("model_config"):
         raise ValueError("the checkpoint has no model_config: it was not saved from a course_lib Transformer")
-    model = Transformer(TransformerConfig.from_dict(ckpt["model_config"]))
+    if "n_layers" in ckpt["model_config"]:  # a LanguageModelConfig (chapter 12)
+        model = LanguageModel(LanguageModelConfig.from_dict(ckpt["model_config"]))
+    else:
+        model = Transformer(TransformerConfig.from_dict(ckpt["model_config"]))
     state = {k: (v.float() if v.is_floating_point() else v) for k, v in ckpt["model"].items()}
     model.load_state_dict(state)
     return model.to(device).eval()

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from ..validation import model_setting
-from .batches import count_target_tokens, epoch_batches, group_target_tokens, step_groups, unpack_batch
+from .batches import count_target_tokens, epoch_batches, group_target_tokens, model_logits, step_groups, unpack_batch
 from .checkpoints import set_rng_state, load_checkpoint, save_checkpoint
 from .config import TrainConfig
 from .loss import label_smoothed_cross_entropy
@@ -110,7 +110,7 @@ def evaluate_loss(model: nn.Module, batches: Iterable[Any], pad_id: int | None =
     try:
         for batch in batches:
             src, tgt_in, tgt_out, src_mask, tgt_mask = unpack_batch(batch, device)
-            logits = module(src, tgt_in, src_mask=src_mask, tgt_mask=tgt_mask)
+            logits = model_logits(module, src, tgt_in, src_mask, tgt_mask)  # (batch, tgt_len, V)
             total += float(label_smoothed_cross_entropy(logits, tgt_out, 0.0, pad_id, reduction="sum"))
             count += count_target_tokens(tgt_out, pad_id)
     finally:
@@ -390,7 +390,7 @@ def train_step(state: TrainState, group: list[Any]) -> dict[str, Any]:
             model.record_attention(True)
         with ddp_no_sync(state, last):
             with state.autocast():
-                logits = state.ddp_model(src, tgt_in, src_mask=src_mask, tgt_mask=tgt_mask)  # (batch, tgt_len, V)
+                logits = model_logits(state.ddp_model, src, tgt_in, src_mask, tgt_mask)  # (batch, tgt_len, V)
             loss = label_smoothed_cross_entropy(  # a scalar
                 logits, tgt_out, config.label_smoothing, config.pad_id,
                 convention=config.smoothing_convention, reduction="sum" if by_tokens else "mean",

@@ -390,8 +390,8 @@ def test_encoder_decoder_classes_usable_alone():
 def test_config_errors():
     with pytest.raises(ValueError, match=r"d_model=10.*n_heads=4"):
         small_config(d_model=10, n_heads=4)
-    with pytest.raises(ValueError, match="positional.*'rope'"):
-        small_config(positional="rope")
+    with pytest.raises(ValueError, match="positional.*'xpos'"):  # 'rope' is a setting since chapter 13
+        small_config(positional="xpos")
     with pytest.raises(ValueError, match=r"share_embeddings.*23 and 29"):
         small_config(share_embeddings=True)
     with pytest.raises(ValueError, match="dropout"):
