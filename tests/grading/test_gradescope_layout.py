@@ -36,25 +36,30 @@ for folder, dirs, files in os.walk(root):
 """
 
 
+PACKAGES = ("course_lib", "course_book", "course_exercises", "course_grader")
+
+
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _answers() -> dict[str, str]:
     """sha256 -> name of every file that holds answers: the solution notebooks and the cases."""
-    files = [*(ROOT / "solutions").glob("*.ipynb"), *(ROOT / "course_lib" / "exercise_cases").glob("*.py")]
+    files = [*(ROOT / "solutions").glob("*.ipynb"), *(ROOT / "course_exercises" / "cases").glob("*.py"),
+             *(ROOT / "exercise_sources").glob("ch*.py")]
     return {_sha(p): p.name for p in files if p.stat().st_size > 0}
 
 
 def _copy_course(dest: Path, with_build: bool) -> None:
     """What ``/autograder/source`` holds: the repository (and what ``pip install .`` may leave in it)."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("solutions", "exercises", "course_lib", "gradescope"):
+    for name in ("solutions", "exercises", "exercise_sources", *PACKAGES, "gradescope"):
         shutil.copytree(ROOT / name, dest / name, ignore=ignore)
     for name in ("README.md", "pyproject.toml"):
         shutil.copy2(ROOT / name, dest / name)
     if with_build:
-        shutil.copytree(ROOT / "course_lib", dest / "build" / "lib" / "course_lib", ignore=ignore)
+        for name in PACKAGES:
+            shutil.copytree(ROOT / name, dest / "build" / "lib" / name, ignore=ignore)
         (dest / "transformer_course.egg-info").mkdir()
         (dest / "transformer_course.egg-info" / "SOURCES.txt").write_text("course_exercises/cases/cases.py\n")
 
@@ -68,9 +73,10 @@ def layout():
         source = base / "autograder" / "source"
         _copy_course(source, with_build=True)
         site = base / "usr" / "local" / "lib" / "python3" / "dist-packages"
-        shutil.copytree(ROOT / "course_lib", site / "course_lib", ignore=shutil.ignore_patterns("__pycache__"))
+        for name in PACKAGES:
+            shutil.copytree(ROOT / name, site / name, ignore=shutil.ignore_patterns("__pycache__"))
         subprocess.run(["chmod", "-R", "a+rX", str(base)], check=True)
-        yield base, source, site / "course_lib" / "exercise_cases"
+        yield base, source, site / "course_exercises" / "cases"
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -89,7 +95,7 @@ def test_lock_down_leaves_one_copy_of_the_answers_and_nobody_reads_none(layout):
     assert any(p.endswith("/course_grader/child.py") for p in listed), "the listing itself must work"
     leaked = [p for p in listed if _sha(Path(p)) in answers]
     assert leaked == [], leaked
-    assert not [p for p in listed if "/solutions/" in p or "/exercise_cases/" in p]
+    assert not [p for p in listed if "/solutions/" in p or "/cases/" in p or "/exercise_sources/" in p]
     # exactly one copy of each answer file is left in the whole layout
     copies: dict[str, list[str]] = {}
     for path in base.rglob("*"):
@@ -97,4 +103,5 @@ def test_lock_down_leaves_one_copy_of_the_answers_and_nobody_reads_none(layout):
             copies.setdefault(answers[_sha(path)], []).append(str(path))
     assert sorted(copies) == sorted(set(answers.values())), copies
     assert all(len(paths) == 1 for paths in copies.values()), {k: v for k, v in copies.items() if len(v) > 1}
-    assert all(str(source / "solutions") in p[0] or str(cases) in p[0] for p in copies.values())
+    assert all(str(source / "solutions") in p[0] or str(source / "exercise_sources") in p[0] or str(cases) in p[0]
+               for p in copies.values())

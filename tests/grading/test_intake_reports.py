@@ -268,13 +268,13 @@ def test_grades_csv_has_a_source_column_after_student():
     text = grades_csv(rows, ["4.1", "10.2"], sources)
     lines = text.splitlines()
     assert len(lines) == 3
-    assert lines[0] == "student,source,score,max,4.1,10.2,status,runtime,flags,submission_hash,graded"
+    assert lines[0] == "student,source,score,max,4.1,10.2,status,runtime,flags,sandbox,submission_hash,graded"
     table = {r["student"]: r for r in csv.DictReader(io.StringIO(text))}
     assert table["bob_smith__2_"]["source"] == "bob smith (2)"
     assert table["s_x"]["source"] == "'=x\\n+y"
     assert table["s_x"]["flags"] == "a\\n=cmd|' /C calc'!A0; b"
     # without sources: the old columns, unchanged
-    assert grades_csv(rows, ["4.1"]).splitlines()[0] == ("student,score,max,4.1,status,runtime,flags,submission_hash,"
+    assert grades_csv(rows, ["4.1"]).splitlines()[0] == ("student,score,max,4.1,status,runtime,flags,sandbox,submission_hash,"
                                                          "graded")
 
 
@@ -289,9 +289,10 @@ LEADS = ["=", "+", "-", "@", "\t", "\r"]
 @pytest.mark.parametrize("lead", LEADS)
 def test_every_text_cell_is_defused(lead):
     r = _result(f"{lead}id", status=f"{lead}status", flags=[f"{lead}flag"], submission_hash=f"{lead}hash")
+    r.sandbox = f"{lead}sandbox"
     row = next(csv.reader(io.StringIO(grades_csv([r], []).splitlines()[1])))
-    assert len(row) == 8  # student, score, max, status, runtime, flags, submission_hash, graded
-    for cell in (row[0], row[3], row[5], row[6]):
+    assert len(row) == 9  # student, score, max, status, runtime, flags, sandbox, submission_hash, graded
+    for cell in (row[0], row[3], row[5], row[6], row[7]):
         assert _defused(cell), row
 
 
