@@ -12,7 +12,7 @@ import torch
 import pytest
 
 from course_exercises.check import load_cases
-from course_exercises.casefile import CASES_FILE, student_copy
+from course_exercises.casefile import CASES_FILE, StripRefused, cases_source, student_copy
 
 
 def _load(source: str, tmp_path: Path, name: str):
@@ -30,7 +30,7 @@ def _load(source: str, tmp_path: Path, name: str):
 
 @pytest.fixture(scope="module")
 def copy_source() -> str:
-    return student_copy(CASES_FILE.read_text(encoding="utf-8"))
+    return student_copy(cases_source(CASES_FILE), str(CASES_FILE))
 
 
 def test_course_cases_lose_every_expected_value(copy_source, tmp_path):
@@ -65,31 +65,48 @@ def test_student_copy_replays_the_same_inputs(copy_source, tmp_path):
         copy.produce(ns)
 
 
-def test_extra_cases_positional_and_keyword_forms(tmp_path):
+def test_extra_cases_keyword_form_is_stripped_and_positional_form_refused(tmp_path):
     source = '''
 """Extra cases with the answer in three places."""
 import numpy as np
 import torch
+from dataclasses import KW_ONLY, dataclass
 ANSWER = np.array([42.0])
 def _answer():
     return {"y": ANSWER}
 def _check():
     return True
+@dataclass
 class Case:
-    def __init__(self, *args, **kwargs):
-        self.args, self.kwargs = args, kwargs
+    id: str
+    chapter: str
+    exercise: str
+    points: int
+    requires: tuple
+    produce: object
+    _: KW_ONLY
+    expected: object = None
+    rtol: float = 1e-5
+    atol: float = 1e-6
+    hint: str = ""
+    robust: object = None
+    standins: object = None
 CASES = [
-    Case("x-1", "06", "6.2", 1, ("gelu",), lambda ns: {}, _answer, 1e-6, 1e-9, "hint"),
-    Case(id="x-2", produce=lambda ns: {}, expected=lambda: {"y": np.array([42.0])}, robust=_check),
+    Case("x-1", "06", "6.2", 1, ("gelu",), lambda ns: {}, expected=_answer, rtol=1e-6, atol=1e-9, hint="hint"),
+    Case(id="x-2", chapter="06", exercise="6.2", points=1, requires=(), produce=lambda ns: {},
+         expected=lambda: {"y": np.array([42.0])}, robust=_check),
 ]
 NOTEBOOKS = {"06": "06_feed_forward.ipynb"}
 '''
     copy = student_copy(source)
     assert "42" not in copy and "_answer" not in copy and "_check" not in copy and "ANSWER" not in copy
     module = _load(copy, tmp_path, "extra_copy")
-    assert module.CASES[0].args[6] is None
-    assert module.CASES[1].kwargs["expected"] is None and module.CASES[1].kwargs["robust"] is None
+    assert module.CASES[0].expected is None
+    assert module.CASES[1].expected is None and module.CASES[1].robust is None
     assert module.NOTEBOOKS == {"06": "06_feed_forward.ipynb"}
+    positional = source.replace("lambda ns: {}, expected=_answer, rtol=1e-6, atol=1e-9, hint=", "lambda ns: {}, _answer, 1e-6, 1e-9, ")
+    with pytest.raises(StripRefused, match="10 arguments by position"):
+        student_copy(positional)
 
 
 def test_kept_helpers_that_produce_needs(tmp_path):
