@@ -56,7 +56,7 @@ def _copy_course(dest: Path, with_build: bool) -> None:
     if with_build:
         shutil.copytree(ROOT / "course_lib", dest / "build" / "lib" / "course_lib", ignore=ignore)
         (dest / "transformer_course.egg-info").mkdir()
-        (dest / "transformer_course.egg-info" / "SOURCES.txt").write_text("course_exercises/cases/cases.py\n")
+        (dest / "transformer_course.egg-info" / "SOURCES.txt").write_text("course_exercises/cases/registry.py\n")
 
 
 @pytest.fixture
