@@ -91,7 +91,7 @@ def _p_flops_rejects(ns: ModuleType) -> Arrays:
 
 _add("1.1-rejects-bad-arguments", "1.1", 1, _p_flops_rejects,
      expected=lambda: {k: np.array(True) for k in ("raised_for_unknown_kind", "raised_for_n_0", "raised_for_d_0", "raised_for_batch_0",
-                                          "raised_for_kernel_size_0")},
+                                                   "raised_for_kernel_size_0")},
      hint="Raise ValueError naming the argument for an unknown kind and for n, d, batch or kernel_size smaller than 1.")
 
 
@@ -256,6 +256,6 @@ def _p_table1_rejects(ns: ModuleType) -> Arrays:
 
 _add("1.3-rejects-bad-arguments", "1.3", 1, _p_table1_rejects,
      expected=lambda: {k: np.array(True) for k in ("raised_for_n_1", "raised_for_unknown_kind", "raised_for_kernel_1",
-                                          "raised_for_missing_k", "raised_for_even_r")},
+                                                   "raised_for_missing_k", "raised_for_even_r")},
      hint="Raise ValueError naming the argument: n < 2, an unknown kind, a convolution without an int k >= 2, "
-     "a restricted attention without an odd int r >= 3.")
+          "a restricted attention without an odd int r >= 3.")

@@ -90,10 +90,10 @@ def _p_embedding_rejects(ns: ModuleType) -> Arrays:
 
 _add("2.1-rejects-bad-tokens", "2.1", 1, _p_embedding_rejects,
      expected=lambda: {k: np.array(True) for k in ("raised_for_id_equal_to_vocab_size", "raised_for_negative_id", "raised_for_float_tokens",
-                                          "raised_for_bool_tokens", "raised_for_padding_idx_5",
-                                          "message_names_tokens", "message_names_padding_idx")},
+                                                   "raised_for_bool_tokens", "raised_for_padding_idx_5",
+                                                   "message_names_tokens", "message_names_padding_idx")},
      hint="Raise ValueError (naming `tokens`) when tokens is not an integer tensor (float or bool) or an id lies outside "
-     "[0, vocab_size), and (naming `padding_idx`) when padding_idx is not None and outside [0, vocab_size).")
+          "[0, vocab_size), and (naming `padding_idx`) when padding_idx is not None and outside [0, vocab_size).")
 
 
 def _p_tied(ns: ModuleType, args) -> Arrays:

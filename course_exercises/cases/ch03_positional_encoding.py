@@ -59,7 +59,7 @@ def _p_pe_rejects(ns: ModuleType) -> Arrays:
 
 _add("3.1-rejects-bad-arguments", "3.1", 1, _p_pe_rejects,
      expected=lambda: {k: np.array(True) for k in ("raised_for_float_positions", "raised_for_negative_position", "raised_for_d_model_0",
-                                          "raised_for_base_1")},
+                                                   "raised_for_base_1")},
      hint="Raise ValueError naming the argument: positions not an integer tensor or negative, d_model < 1, base <= 1.")
 
 

@@ -215,8 +215,8 @@ def _p_attention_rejects_bias(ns: ModuleType) -> Arrays:
 _add("4.1-rejects-bad-bias", "4.1", 1, _p_attention_rejects_bias,
      expected=lambda: {"raised_for_bool_bias": np.array(True), "raised_for_bias_of_wrong_shape": np.array(True)},
      hint="Raise ValueError naming `bias` when it is not a floating-point tensor (a boolean belongs in `mask`) or when it does "
-     "not broadcast to the score shape (..., q_len, k_len): check the sizes from the right (each 1 or equal, no extra "
-     "dims) and raise ValueError yourself - the RuntimeError of a failed addition is not a ValueError.")
+          "not broadcast to the score shape (..., q_len, k_len): check the sizes from the right (each 1 or equal, no extra "
+          "dims) and raise ValueError yourself - the RuntimeError of a failed addition is not a ValueError.")
 
 
 def _self_attn_inputs(seed, batch, seq_len, d_model, d_k, d_v, causal):
@@ -326,9 +326,9 @@ def _p_additive_rejects(ns: ModuleType) -> Arrays:
 
 _add("4.3-rejects-bad-widths", "4.3", 1, _p_additive_rejects,
      expected=lambda: {k: np.array(True) for k in ("raised_for_w_q_not_matching_q", "raised_for_attention_widths_differ",
-                                           "raised_for_w_score_width")},
+                                                    "raised_for_w_score_width")},
      hint="Raise ValueError naming the argument when w_q's rows do not match q's last dim, w_k's rows k's, or when w_q, w_k and "
-     "w_score do not share the attention width d_att.")
+          "w_score do not share the attention width d_att.")
 
 
 def _score_std_inputs(kind: str, seed: int, shape: tuple[int, ...]):

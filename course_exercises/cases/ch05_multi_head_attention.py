@@ -58,9 +58,9 @@ def _p_split_rejects(ns: ModuleType) -> Arrays:
 
 _add("5.1-rejects-bad-input", "5.1", 1, _p_split_rejects,
      expected=lambda: {"raised_for_indivisible_d_model": np.array(True), "raised_for_1d_input": np.array(True),
-              "message_names_10_and_4": np.array(True)},
+                       "message_names_10_and_4": np.array(True)},
      hint="Raise ValueError when x has fewer than 2 dims (it needs (..., seq_len, d_model)) or when d_model is not divisible "
-     "by n_heads (name both numbers).")
+          "by n_heads (name both numbers).")
 
 
 def _p_merge(ns: ModuleType, args) -> Arrays:
@@ -175,7 +175,7 @@ for _id, _args in {
 _add("5.3-float16-padding-mask", "5.3", 1, partial(_p_mha, args=(5251, 3, 3, 6, 8, 2, "padding"), dtype="float16"),
      expected=partial(_e_mha, (5251, 3, 3, 6, 8, 2, "padding"), "float16"),
      hint=_MHA_HINT + " This case runs in float16: if you mask the scores yourself, fill with torch.finfo(scores.dtype).min "
-                 "(a fill value such as -1e9 overflows float16).", rtol=1e-2, atol=5e-3,
+                      "(a fill value such as -1e9 overflows float16).", rtol=1e-2, atol=5e-3,
      standins={"split_heads": _STANDIN_SPLIT_HEADS, "merge_heads": _STANDIN_MERGE_HEADS})
 
 

@@ -63,7 +63,7 @@ def _p_ffn_rejects(ns: ModuleType) -> Arrays:
 _add("6.1-rejects-transposed-weights", "6.1", 1, _p_ffn_rejects,
      expected=lambda: {"raised_for_paper_layout_w1": np.array(True), "raised_for_paper_layout_w2": np.array(True)},
      hint="Raise ValueError naming w1 (or w2) when its shape is not (d_ff, d_model) (or (d_model, d_ff)), with d_model = x.shape[-1] "
-     "and d_ff = w1.shape[0]: a weight in the paper's layout is a common slip.")
+          "and d_ff = w1.shape[0]: a weight in the paper's layout is a common slip.")
 
 
 def _gelu_input(which: str) -> torch.Tensor:

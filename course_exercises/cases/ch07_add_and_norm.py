@@ -71,9 +71,9 @@ def _p_ln_rejects(ns: ModuleType) -> Arrays:
 
 _add("7.1-rejects-shapes", "7.1", 1, _p_ln_rejects,
      expected=lambda: {"raised_for_gamma_of_5_features": np.array(True), "raised_for_gamma_3x5": np.array(True),
-              "raised_for_beta_shape": np.array(True)},
+                       "raised_for_beta_shape": np.array(True)},
      hint="Raise ValueError naming gamma when gamma.shape is not the trailing shape of x (x.shape[-gamma.dim():]), and naming "
-     "beta when beta.shape != gamma.shape - broadcasting would hide some of these mistakes.")
+          "beta when beta.shape != gamma.shape - broadcasting would hide some of these mistakes.")
 
 
 def _sublayer_fn(seed: int, d_model: int, zero: bool) -> Callable[[torch.Tensor], torch.Tensor]:

@@ -56,7 +56,7 @@ def _p_padding_rejects(ns: ModuleType) -> Arrays:
 
 _add("8.1-rejects-bad-lengths", "8.1", 1, _p_padding_rejects,
      expected=lambda: {"raised_for_2d_lengths": np.array(True), "raised_for_length_above_seq_len": np.array(True),
-              "raised_for_negative_length": np.array(True)},
+                       "raised_for_negative_length": np.array(True)},
      hint="Raise ValueError naming lengths when it is not 1-D (batch,) or when a length is < 0 or > seq_len.")
 
 
@@ -247,7 +247,7 @@ def _p_prefix_rejects(ns: ModuleType) -> Arrays:
 
 _add("8.4-rejects-bad-prefix-lengths", "8.4", 1, _p_prefix_rejects,
      expected=lambda: {"raised_for_prefix_of_wrong_batch": np.array(True), "raised_for_prefix_above_seq_len": np.array(True),
-              "raised_for_negative_prefix": np.array(True)},
+                       "raised_for_negative_prefix": np.array(True)},
      hint="Raise ValueError naming prefix_lengths unless it has shape (batch,) with every value in [0, seq_len].")
 
 

@@ -138,10 +138,10 @@ def _p_noam_rejects(ns: ModuleType) -> Arrays:
 
 _add("9.2-rejects-step-0", "9.2", 1, _p_noam_rejects,
      expected=lambda: {"raised_for_step_0": np.array(True), "raised_for_a_0_in_the_steps": np.array(True),
-              "raised_for_warmup_0": np.array(True), "message_names_step": np.array(True),
-              "message_names_warmup_steps": np.array(True)},
+                       "raised_for_warmup_0": np.array(True), "message_names_step": np.array(True),
+                       "message_names_warmup_steps": np.array(True)},
      hint="Steps count from 1 (step**-0.5 is undefined at 0): raise ValueError naming step when any step is < 1 (also inside a "
-     "tensor: (step < 1).any()), and naming warmup_steps when it is < 1.")
+          "tensor: (step < 1).any()), and naming warmup_steps when it is < 1.")
 
 
 # Inputs drawn per grading run (the grader salts the seed; see Draws).
@@ -260,7 +260,7 @@ for _id, (_steps, _warmup, _peak) in _PEAK.items():
     _add(_id, "9.4", 1, partial(lambda ns, s, w, p: _per_call("lr", [f"step_{int(t)}" for t in s], _peak_values(ns, s, w, p)),
                                 s=_steps, w=_warmup, p=_peak),
          expected=partial(lambda s, w, p: _per_call("lr", [f"step_{int(t)}" for t in s], _peak_closed_form(s, w, p)),
-                 _steps, _warmup, _peak), hint=_PEAK_HINT, rtol=1e-6, atol=0.0)
+                          _steps, _warmup, _peak), hint=_PEAK_HINT, rtol=1e-6, atol=0.0)
 
 
 def _p_peak_rejects(ns: ModuleType) -> Arrays:

@@ -446,7 +446,7 @@ def _p_beam_rejects(ns: ModuleType) -> Arrays:
 
 _add("10.2-rejects-bad-sizes", "10.2", 1, _p_beam_rejects,
      expected=lambda: {"raised_for_beam_size_0": np.array(True), "raised_for_max_len_0": np.array(True),
-              "raised_for_min_length_above_max_len": np.array(True)},
+                       "raised_for_min_length_above_max_len": np.array(True)},
      hint="Raise ValueError (naming the argument) when beam_size < 1, max_len < 1 or min_length > max_len, before decoding anything.")
 
 
@@ -586,7 +586,7 @@ def _p_filter_rejects(ns: ModuleType) -> Arrays:
 
 _add("10.3-rejects-bad-arguments", "10.3", 1, _p_filter_rejects,
      expected=lambda: {k: np.array(True) for k in ("raised_for_top_p_0", "raised_for_top_p_1.5", "raised_for_one_row_top_p_1.5",
-                                          "raised_for_top_k_-1", "raised_for_temperature_0")},
+                                                   "raised_for_top_k_-1", "raised_for_temperature_0")},
      hint="Raise ValueError naming the argument when temperature <= 0, top_k < 0, or top_p (any of its values) is outside (0, 1].")
 
 
@@ -661,7 +661,7 @@ def _e_kv_half(args, chunks) -> Arrays:
 _add("10.4-float16-prefill-then-steps", "10.4", 1, partial(_p_kv_half, args=(1046, 2, 2, 5, 8), chunks=(3, 1, 1)),
      expected=partial(_e_kv_half, (1046, 2, 2, 5, 8), (3, 1, 1)),
      hint=_KV_HINT + " This case runs in float16: if you mask the scores yourself, fill with torch.finfo(scores.dtype).min "
-                "(a fill value such as -1e9 overflows float16).", rtol=1e-2, atol=5e-3)
+                     "(a fill value such as -1e9 overflows float16).", rtol=1e-2, atol=5e-3)
 
 
 def _p_kv_rejects(ns: ModuleType) -> Arrays:
@@ -783,7 +783,7 @@ def _p_loop(ns: ModuleType) -> Arrays:
 _add("10.5-looping-model-greedy-with-blocking", "10.5", 2, _p_loop,
      expected=lambda: {f"greedy_blocking_n{n}": np.array(seq, dtype=np.int64) for n, seq in _LOOP_HAND.items()},
      hint="This case decodes a model that loops (2 3 2 3 ...) greedily, banning your banned_tokens(...) at every step: "
-     "with n = 2 the third 3 must be banned (the bigram (2, 3) occurred), so the decoder turns to 4, 5, <eos>. " + _NGRAM_HINT)
+          "with n = 2 the third 3 must be banned (the bigram (2, 3) occurred), so the decoder turns to 4, 5, <eos>. " + _NGRAM_HINT)
 
 
 def _p_banned_rejects(ns: ModuleType) -> Arrays:
@@ -798,5 +798,5 @@ def _p_banned_rejects(ns: ModuleType) -> Arrays:
 
 _add("10.5-rejects-bad-arguments", "10.5", 1, _p_banned_rejects,
      expected=lambda: {"raised_for_n_0": np.array(True), "raised_for_token_beyond_vocab": np.array(True),
-              "raised_for_negative_id": np.array(True)},
+                       "raised_for_negative_id": np.array(True)},
      hint="Raise ValueError naming the argument when n < 1 or a prefix holds an id outside [0, vocab_size).")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import shutil
 import importlib.util
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import torch
 import pytest
 
 from course_exercises.check import load_cases
-from course_exercises.casefile import CASES_FILE, StripRefused, cases_source, student_copy
+from course_exercises.casefile import CASES_DIR, CASES_FILE, StripRefused, cases_parts, cases_source, student_copy
 
 
 def _load(source: str, tmp_path: Path, name: str):
@@ -124,3 +125,33 @@ CASES = [dict(produce=_produce, expected=_expected)]
     copy = student_copy(source)
     assert "_inputs" in copy and "_produce" in copy
     assert "_secret" not in copy and "_expected" not in copy
+
+
+def test_every_chapter_file_and_nothing_else_reaches_the_copy(tmp_path):
+    """The registry's PARTS name every file of the folder (so every chapter's cases reach the child's copy) and the
+    copy is made of them only; their relative imports name what the registry and shared.py define. Broken versions
+    caught: a chapter file left out of PARTS; a stray file in the folder read into the copy."""
+    parts = [p.name for p, _ in cases_parts(CASES_FILE)]
+    on_disk = sorted(p.name for p in CASES_DIR.glob("*.py") if p.name != "__init__.py")
+    assert parts[0] == CASES_FILE.name and sorted(parts) == on_disk
+    full = load_cases(CASES_FILE)
+    assert {ch for ch in full.NOTEBOOKS} == {p[2:4] for p in parts if p.startswith("ch")}
+    defined = {name: {n.name for n in ast.parse((CASES_DIR / f"{name}.py").read_text()).body
+                      if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+                     | {t.id for n in ast.parse((CASES_DIR / f"{name}.py").read_text()).body
+                        if isinstance(n, (ast.Assign, ast.AnnAssign))
+                        for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
+               for name in ("registry", "shared")}
+    for part in parts[1:]:
+        for node in ast.parse((CASES_DIR / part).read_text()).body:
+            if isinstance(node, ast.ImportFrom) and node.level:
+                assert node.level == 1 and node.module in defined, (part, node.module)
+                assert {a.name for a in node.names} <= defined[node.module], (part, node.module)
+    copy_dir = tmp_path / "cases"
+    shutil.copytree(CASES_DIR, copy_dir, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy_dir / "notes.py").write_text("SECRET_NOTE = 'not a part'\n")
+    assert "SECRET_NOTE" not in cases_source(copy_dir / CASES_FILE.name)
+    registry = copy_dir / CASES_FILE.name
+    registry.write_text(registry.read_text().replace('    "shared.py",\n', '    "../shared.py",\n'))
+    with pytest.raises(ValueError, match="PARTS"):
+        cases_source(registry)
