@@ -2,8 +2,11 @@
 ``Case`` or ``_add``, passing a secret-bearing slot by position, or an unknown keyword stops the grader
 (:class:`~course_exercises.casefile.StripRefused`) instead of handing a reference to the child.
 
-Tried against the old position-based stripper (``_STRIPPED_POSITIONS = {"Case": (6, 10, 11), "_add": (4, 8, 9)}``):
-every modified registry below was copied with the answers still in it, and no error.
+Tried against the old position-based stripper (``_STRIPPED_POSITIONS = {"Case": (6, 10, 11), "_add": (4, 8, 9)}``,
+patched in): every test below that expects a refusal fails, since it raised for nothing. Where the chapters still
+pass ``expected=`` by keyword its copy happened to hold no answer; with the secret renamed it kept all 45 ``_e_``
+functions, with an unknown keyword one, and with ``_add`` reordered and called by position (the last test) it
+blanked ``produce`` and left the answer in the copy.
 """
 
 from __future__ import annotations
