@@ -1,7 +1,7 @@
 """course_exercises: what the student's checker and the instructor's grader share.
 
 * :mod:`course_exercises.cases`    - the registry of the exercises' autograded cases
-  (``cases/cases.py``: every case's inputs, ``produce`` and ``expected``);
+  (``cases/``: ``registry.py`` and a file per chapter; every case's inputs, ``produce`` and ``expected``);
 * :mod:`course_exercises.extract`  - the graded code of an exercise notebook, loaded as a module;
 * :mod:`course_exercises.compare`  - the comparison of a produced value with the expected one;
 * :mod:`course_exercises.casefile` - the student copy of a cases file (every expected value removed);

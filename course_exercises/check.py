@@ -17,7 +17,7 @@ clone) - both relative to where the command runs, never a folder elsewhere.
 Otherwise it stops (exit 2) naming the folders it looked in and how to name
 another. The checker reads the *saved* notebook files: save first.
 
-The cases ship with the package (``course_exercises/cases/cases.py``), so
+The cases ship with the package (``course_exercises/cases/``: ``registry.py`` and a file per chapter), so
 the command works from an installed package as from a clone, with the same
 points. It runs them in a separate process (:mod:`course_exercises.check_runner`, so
 that a crash or an endless loop in the code being checked cannot take the
@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from .casefile import CASES_FILE
+from .casefile import CASES_FILE, load_parts
 from .compare import REJECTION_ALONE, unearned_passes
 from .extract import code_cell_numbers, rename_cells
 from .quoting import OUTPUT_LABEL, escape_hidden, quoted_block
@@ -135,8 +135,9 @@ def load_cases(path: str | os.PathLike[str] | None = None) -> ModuleType:
     dataclass ``Case`` needs its module there); later calls return it.
 
     Args:
-        path: the file to load; default: the package's
-            ``course_exercises/cases/cases.py`` (:data:`~course_exercises.casefile.CASES_FILE`).
+        path: the file to load, with the files its ``PARTS`` names; default: the package's
+            ``course_exercises/cases/registry.py`` and its chapter files
+            (:data:`~course_exercises.casefile.CASES_FILE`).
 
     Returns:
         the module, with ``CASES``, ``NOTEBOOKS``, ``EXERCISES``, ``compare`` ...
@@ -151,7 +152,7 @@ def load_cases(path: str | os.PathLike[str] | None = None) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[CASES_MODULE] = module
     try:
-        spec.loader.exec_module(module)
+        load_parts(module, path)  # the file, then the chapter files its PARTS names, as one module
     except BaseException:
         sys.modules.pop(CASES_MODULE, None)
         raise

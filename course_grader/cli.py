@@ -47,11 +47,11 @@ replaces them.
 for every chapter graded); default: ``solutions/`` of the course repository the
 command runs from (see :func:`course_exercises.check.clone_root`). Outside a clone it
 must be given. The cases come from the package
-(``course_exercises/cases/cases.py``; ``--cases PATH`` for another copy), so
+(``course_exercises/cases/registry.py`` and its chapter files; ``--cases PATH`` for another copy), so
 an installed package grades as a clone does.
 
 ``--extra-tests PATH``: a Python file with the same registry format as
-the course's ``course_exercises/cases/cases.py`` - a list ``CASES`` of objects with ``id``,
+the course's ``course_exercises/cases/registry.py`` (with the chapter files its ``PARTS`` names) - a list ``CASES`` of objects with ``id``,
 ``chapter``, ``exercise``, ``points``, ``requires``, ``produce``,
 ``expected``, ``rtol``, ``atol``, ``hint`` (optionally ``robust``) - and
 optionally a literal ``NOTEBOOKS`` dict for new chapters. The trusted reference
@@ -139,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folder of the reference notebooks, NN_topic.ipynb for each chapter graded (default: "
                         "solutions/ of the course repository you run this from; required outside a clone)")
     p.add_argument("--cases", type=Path, default=None, metavar="PATH",
-                   help="the course's cases registry (default: the package's course_exercises/cases/cases.py)")
+                   help="the course's cases registry (default: the package's course_exercises/cases/registry.py, with its chapter files)")
     p.add_argument("--reference", type=Path, default=None, metavar="MANIFEST",
                    help="reuse this reference manifest.json and its drawn inputs (it must match the solutions, "
                         "cases and grader); without it every run draws new inputs")

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from course_exercises.casefile import CASES_DIR, student_copy
+from course_exercises.casefile import CASES_DIR, StripRefused, cases_source, student_copy
 from course_exercises.compare import (ResultError, compare_arrays, decode_arrays, judge_case, read_array, read_input_array,
                       unearned_passes)
 from .intake import IntakeLimits, Submission, collect_notebooks
@@ -73,7 +73,7 @@ class GradingConfig:
         course_root: the course repository the command runs from (``None`` outside a clone); every
             folder in it but the imported packages (:data:`CHILD_PACKAGES`) is hidden from the children.
         solutions_dir: the reference notebooks.
-        cases_files: the course's ``cases.py`` (the package's
+        cases_files: the course's ``registry.py`` (the package's
             :data:`~course_exercises.casefile.CASES_FILE` unless ``--cases``) first, then
             ``--extra-tests`` modules.
         chapters: two-digit chapters to grade (empty: every chapter of the cases).
@@ -220,7 +220,7 @@ def _inputs_key(config: GradingConfig, chapters: list[str], notebooks: dict[str,
         p = config.solutions_dir / notebooks[ch]
         sols[notebooks[ch]] = _sha256_file(p) if p.is_file() else None
     return {
-        "cases_sha256": [_sha256_file(p) for p in config.cases_files],
+        "cases_sha256": [hashlib.sha256(_cases_text(p).encode()).hexdigest() for p in config.cases_files],
         "solutions_sha256": sols,
         "chapters": chapters,
         "grader_sha256": grader_fingerprint(),
@@ -308,7 +308,8 @@ def build_reference(config: GradingConfig, supervisor: Supervisor, info: Sandbox
         cases_files, check_files = [], []
         for i, (p, copy) in enumerate(zip(config.cases_files, _student_copies(config.cases_files))):
             dst = work / "tests" / ("cases.py" if i == 0 else f"extra_{i}.py")
-            _copy_readonly(p, dst)
+            dst.write_text(_cases_text(p), encoding="utf-8")  # the registry and its chapter files, as one
+            os.chmod(dst, 0o644)
             cases_files.append(str(dst))
             (work / "tests" / f"student_copy_{i}.py").write_text(copy, encoding="utf-8")
             check_files.append(str(work / "tests" / f"student_copy_{i}.py"))
@@ -341,12 +342,29 @@ def build_reference(config: GradingConfig, supervisor: Supervisor, info: Sandbox
     return ref
 
 
-def _student_copies(cases_files: list[Path]) -> list[str]:
-    """The cases files as the student's process gets them: every expected value removed (:mod:`.casefile`)."""
+def _cases_text(path: Path) -> str:
+    """A cases file with the parts its ``PARTS`` names (the course's registry and its chapter files), as one source."""
     try:
-        return [student_copy(Path(p).read_text(encoding="utf-8"), str(p)) for p in cases_files]
+        return cases_source(path)
     except SyntaxError as exc:
         raise ReferenceRunError(f"a cases file is not valid Python: {exc}") from None
+    except (OSError, ValueError) as exc:
+        raise ReferenceRunError(f"the cases file {path} cannot be read with its parts: {exc}") from None
+
+
+def _student_copies(cases_files: list[Path]) -> list[str]:
+    """The cases files as the student's process gets them: every expected value removed (:mod:`.casefile`),
+    the course's registry with all its chapter files in one copy."""
+    copies = []
+    for p in cases_files:
+        try:
+            copies.append(student_copy(_cases_text(p), str(p)))
+        except SyntaxError as exc:
+            raise ReferenceRunError(f"a cases file is not valid Python: {exc}") from None
+        except StripRefused as exc:
+            raise ReferenceRunError(f"the student copy of a cases file cannot be made safely, so grading does not "
+                                    f"start: {exc}") from None
+    return copies
 
 
 def _store_arrays(ref_dir: Path, folder: str, arrays: dict[str, np.ndarray]) -> dict:

@@ -1,9 +1,11 @@
-"""The registry of the exercises' autograded cases: ``cases.py`` in this folder.
+"""The registry of the exercises' autograded cases: ``registry.py`` and the chapter files it names.
 
-``cases.py`` holds every case's ``expected()`` (reference values). It is loaded
-by path as the module ``course_exercise_cases`` with
-:func:`course_exercises.check.load_cases` (the student's check command, the tests,
-the grader's trusted side); importing this package imports nothing.
+``registry.py`` (the framework: ``NOTEBOOKS``, ``EXERCISES``, ``Case``, ``_add``, the input helpers,
+the stand-ins' sources) names its parts in ``PARTS``: ``shared.py`` (helpers several chapters use)
+and ``ch01_motivation.py`` ... ``ch11_pitfalls.py``, which hold every case's ``expected()``
+(reference values). They are loaded by path, in order, as the one module ``course_exercise_cases``
+with :func:`course_exercises.check.load_cases` (the student's check command, the tests, the
+grader's trusted side); importing this package imports nothing.
 
 The grader's sandbox covers this folder in the process that runs a student's
 code: that process gets only a copy of the cases with every expected value

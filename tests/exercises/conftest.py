@@ -90,7 +90,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def exercise_cases():
-    """The ``cases`` module (the package's ``course_exercises/cases/cases.py``)."""
+    """The ``cases`` module (the package's ``course_exercises/cases/``: ``registry.py`` and its chapter files)."""
     return load_cases()
 
 

@@ -1,4 +1,4 @@
-"""The autograded exercise tests: one test per case of the registry (``course_exercises/cases/cases.py``).
+"""The autograded exercise tests: one test per case of the registry (``course_exercises/cases/``).
 
 Run on the student's notebooks (default ``exercises/``)::
 

@@ -246,7 +246,7 @@ def test_notebooks_match_their_sources(chapter):
     assert all(c.execution_count for c in solved.cells if c.cell_type == "code"), f"solutions/{name} is not executed"
     errors = [o for c in solved.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors, f"solutions/{name} has error outputs"
-    # The stored output of the check cell must show the current full score (rebuild after editing cases.py).
+    # The stored output of the check cell must show the current full score (rebuild after editing the cases).
     check_output = "".join(o.get("text", "") for o in solved.cells[-1].outputs)
     total = sum(c.points for c in cases.CASES if c.chapter == chapter)
     assert re.search(rf"Total\s+{total}/{total}\s", check_output), f"solutions/{name}: stale check output; rebuild it"

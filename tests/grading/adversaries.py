@@ -82,22 +82,22 @@ def _packaged_cases():
     except BaseException as exc:
         _PROBE.append(f"listdir: {type(exc).__name__}")
     try:
-        with open(os.path.join(folder, "cases.py"), encoding="utf-8") as fh:
-            source = fh.read()
+        from course_exercises.casefile import cases_source  # the registry and its chapter files, as one text
+        source = cases_source(os.path.join(folder, "registry.py"))
         _PROBE.append(f"read: {len(source)} characters")
     except BaseException as exc:
         _PROBE.append(f"read: {type(exc).__name__}")
     for path in sys.path:  # any other copy of the package on the import paths (a clone + site-packages)
-        other = os.path.join(path, "course_exercises", "cases", "cases.py")
+        other = os.path.join(path, "course_exercises", "cases", "registry.py")
         if source is None and os.path.realpath(os.path.dirname(other)) != os.path.realpath(folder):
             try:
-                with open(other, encoding="utf-8") as fh:
-                    source = fh.read() or None
+                from course_exercises.casefile import cases_source
+                source = cases_source(other) or None
                 _PROBE.append(f"other copy read: {other}: {len(source)} characters" if source else "other copy: empty")
             except BaseException as exc:
                 _PROBE.append(f"other copy: {type(exc).__name__}")
     try:
-        module = importlib.import_module("course_exercises.cases.cases")
+        module = importlib.import_module("course_exercises.cases.registry")
         _PROBE.append("import: done")
     except BaseException as exc:
         _PROBE.append(f"import: {type(exc).__name__}")

@@ -106,9 +106,9 @@ def test_packaged_cases_are_covered(batch):
     submission answers with the stolen expected(), scores 0 - see test_scores)."""
     from adversaries import PACKAGED_CASES_ATTACK, PACKAGED_CASES_PROBE
 
-    from course_exercises.casefile import CASES_FILE
+    from course_exercises.casefile import CASES_FILE, cases_source
 
-    assert CASES_FILE.is_file() and "def _e_" in CASES_FILE.read_text()  # what there is to steal
+    assert CASES_FILE.is_file() and "def _e_" in cases_source(CASES_FILE)  # what there is to steal
     cases = batch.grade(PACKAGED_CASES_ATTACK)["cases"]
     # (a rejection case catches the probe's error itself: only the value cases report it)
     seen = [c["child_error"] or "" for c in cases if c["exercise"] == "6.1" and "-rejects-" not in c["case_id"]]

@@ -154,8 +154,9 @@ def test_nobody_sandbox_only_for_one_protected_submission(tmp_path):
 
 
 def test_extra_tests_that_would_leak_expected_are_refused(tmp_path):
-    """An extra cases file that registers its cases through an alias keeps ``expected`` in the student
-    copy: the reference run sees it and the grading does not start."""
+    """An extra cases file that registers its cases through an alias, with ``expected`` in a ``**`` dict the
+    stripper cannot see, keeps it in the student copy: the reference run sees it and the grading does not start.
+    One that calls ``Case(*args, **kwargs)`` is refused by the stripper itself (by name, never by position)."""
     extra = tmp_path / "extra.py"
     extra.write_text('''
 from course_exercise_cases import Case, to_array, _randn
@@ -167,17 +168,19 @@ def _produce(ns):
     return {"y": to_array(ns.gelu(_x()), "gelu(x)", kind="f")}
 def _expected():
     return {"y": F.gelu(_x().double()).numpy()}
-CASES = [MyCase("6.2-extra-alias", "06", "6.2", 5, ("gelu",), _produce, _expected, 1e-5, 1e-6, "exact GELU")]
+CASES = [MyCase("6.2-extra-alias", "06", "6.2", 5, ("gelu",), _produce, **{"expected": _expected}, rtol=1e-5,
+                atol=1e-6, hint="exact GELU")]
 ''')
     subs = write_folder(tmp_path / "subs" / "stub", {NB["06"]: (EXERCISES / NB["06"]).read_bytes()}).parent
     proc = run_grader([subs, "--out", tmp_path / "out", "--chapters", "06", "--extra-tests", extra])
     assert proc.returncode == 2 and "still carries expected values" in proc.stderr, proc.stderr[-1500:]
-    helper = tmp_path / "helper.py"  # the same through a helper that calls Case positionally
-    helper.write_text(extra.read_text().replace("MyCase = Case\n", "def MyCase(*args):\n    return Case(*args[:6], args[6], *args[7:])\n"))
+    helper = tmp_path / "helper.py"  # the same through a helper that calls Case with *args and **kwargs
+    helper.write_text(extra.read_text().replace(
+        "MyCase = Case\n", "def MyCase(*args, **kwargs):\n    return Case(*args, **kwargs)\n"))
     proc = run_grader([subs, "--out", tmp_path / "out", "--chapters", "06", "--extra-tests", helper])
-    assert proc.returncode == 2 and "_expected" in proc.stderr, proc.stderr[-1500:]
-    extra.write_text(extra.read_text().replace("_produce, _expected, 1e-5", "_produce, expected=_expected, rtol=1e-5")
-                     .replace(", 1e-6,", ", atol=1e-6,").replace('"exact GELU")', 'hint="exact GELU")'))
+    assert proc.returncode == 2 and "cannot be made safely" in proc.stderr and "Case(*...)" in proc.stderr, \
+        proc.stderr[-1500:]
+    extra.write_text(extra.read_text().replace('**{"expected": _expected}', "expected=_expected"))
     run = load_run(tmp_path / "out", run_grader([subs, "--out", tmp_path / "out", "--chapters", "06",
                                                  "--extra-tests", extra]))
     assert int(run.rows["stub"]["score"]) == 0

@@ -61,7 +61,7 @@ def _copy_course(dest: Path, with_build: bool) -> None:
         for name in PACKAGES:
             shutil.copytree(ROOT / name, dest / "build" / "lib" / name, ignore=ignore)
         (dest / "transformer_course.egg-info").mkdir()
-        (dest / "transformer_course.egg-info" / "SOURCES.txt").write_text("course_exercises/cases/cases.py\n")
+        (dest / "transformer_course.egg-info" / "SOURCES.txt").write_text("course_exercises/cases/registry.py\n")
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 
 from course_exercises.check import load_cases
 from course_grader import protocol
-from course_exercises.casefile import CASES_FILE, student_copy
+from course_exercises.casefile import CASES_FILE, StripRefused, cases_source, student_copy
 from course_exercises.extract import install_standins, remove_standins
 from course_grader.sandbox import ChildRun, PlanError, Unit, _run_unit, plan_units
 
@@ -121,7 +121,7 @@ def test_commands_are_checked():
 
 def test_the_student_copy_holds_no_standin(tmp_path):
     """Broken version caught: ``standins`` missing from the stripped keywords (the sources stay in the copy)."""
-    copy = student_copy(CASES_FILE.read_text(encoding="utf-8"))
+    copy = student_copy(cases_source(CASES_FILE))
     sources = {s.strip() for c in cases.CASES for s in (c.standins or {}).values()}
     assert sources and not any(s in copy for s in sources)
     assert "_STANDIN_" not in copy
@@ -131,19 +131,21 @@ def test_the_student_copy_holds_no_standin(tmp_path):
                          for call in calls for kw in call.keywords if kw.arg == "standins")
 
 
-def test_positional_standins_are_stripped_too():
-    source = '''
+def test_positional_standins_are_refused():
+    """A stand-in passed by position is not stripped but refused: the grader stops (it used to be blanked by
+    position, which reordering the parameters would have defeated)."""
+    for call in ('_add("1.2-a", "1.2", 1, print, None, "h", 1e-5, 1e-6, None, {"f": SECRET})',
+                 'CASES.append(Case("1.2-b", "01", "1.2", 1, (), print, None, 1e-5, 1e-6, "h", None, {"f": SECRET}))'):
+        source = f'''
 SECRET = "def f(): return 42"
 CASES = []
-def _add(id, exercise, points, produce, expected, hint, rtol=1e-5, atol=1e-6, robust=None, standins=None):
-    CASES.append((id, standins))
-def Case(*args):
-    return args
-_add("1.2-a", "1.2", 1, print, None, "h", 1e-5, 1e-6, None, {"f": SECRET})
-CASES.append(Case("1.2-b", "01", "1.2", 1, (), print, None, 1e-5, 1e-6, "h", None, {"f": SECRET}))
+{call}
 '''
-    copy = student_copy(source)
-    assert "42" not in copy and "SECRET" not in copy
+        with pytest.raises(StripRefused, match="by position"):
+            student_copy(source)
+    keyword = student_copy('SECRET = "def f(): return 42"\nCASES = []\n'
+                           '_add("1.2-a", "1.2", 1, print, expected=None, hint="h", standins={"f": SECRET})\n')
+    assert "42" not in keyword and "SECRET" not in keyword
 
 
 def test_install_standins_replaces_only_the_named_function():
