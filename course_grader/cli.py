@@ -112,6 +112,8 @@ LINUX_ONLY = ("the grader runs on Linux only (its sandbox is built from Linux na
 
 def build_parser() -> argparse.ArgumentParser:
     """The command's argument parser."""
+    from .sandbox import Limits  # the defaults of the limits live there, once
+
     p = argparse.ArgumentParser(
         prog=prog_name("course-grade", "course_grader"),
         description="Grade exercise submissions in sandboxed child processes and write grades.csv, "
@@ -121,8 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folder of submissions (one sub-folder or .zip per student); with --single, the submission")
     p.add_argument("--out", required=True, type=Path, metavar="DIR", help="report folder")
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="submissions graded at once (default 1)")
-    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
-                   help="wall-clock limit per chapter (default 60)")
+    p.add_argument("--timeout", type=float, default=Limits.chapter_timeout_s, metavar="SECONDS",
+                   help=f"wall-clock limit per chapter (default {Limits.chapter_timeout_s:g})")
     p.add_argument("--submission-timeout", type=float, default=None, metavar="SECONDS",
                    help="wall-clock limit per submission (default: 10 x --timeout, at most 900)")
     p.add_argument("--memory", type=int, default=4096, metavar="MB",

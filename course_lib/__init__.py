@@ -17,6 +17,12 @@ One module per concept, in chapter order:
 * :mod:`course_lib.validation`  - the input checks at the public entry points
 * :mod:`course_lib.translate`   - the English -> Chinese translator on the command line
 
+Part V of the book (chapters 12-13, in preparation) builds on the same layers:
+
+* :mod:`course_lib.normalization`  - RMSNorm beside LayerNorm
+* :mod:`course_lib.language_model` - a decoder-only language model; today's block (RMSNorm,
+  rotary positions, SwiGLU, grouped-query attention, no biases) as switches of the layers above
+
 This package is the Transformer and nothing else. Beside it, in the same
 distribution: ``course_book`` (the book's listings, figures, explorers, quizzes,
 Chinese edition), ``course_exercises`` (the exercises' cases and the student's

@@ -88,7 +88,7 @@ def scaled_dot_product_attention(
             (applied whenever ``dropout_p > 0``; pass ``0.0`` at evaluation).
         scale: multiplier of the scores; default ``1 / sqrt(d_k)``.
         score_bias: keyword-only; a float tensor added to the scaled scores,
-            broadcastable to ``(..., q_len, k_len)`` (ALiBi, chapter 13).
+            broadcastable to ``(..., q_len, k_len)`` (ALiBi, Press et al., 2022).
 
     Returns:
         ``(output, weights)``: ``output`` of shape ``(..., q_len, d_v)`` and the
@@ -109,7 +109,7 @@ def scaled_dot_product_attention(
     """
     scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
     scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # (..., q_len, k_len)
-    if score_bias is not None:  # ALiBi (chapter 13)
+    if score_bias is not None:  # ALiBi: a penalty growing with distance (off by default)
         scores = scores + score_bias.to(scores.dtype)
     if mask is not None:
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
@@ -433,12 +433,12 @@ class MultiHeadAttention(nn.Module):
         """
         if cache is None:
             q, k, v = (self.split_heads(t) for t in self.project_qkv(query, key, value))  # q (batch, n_heads, len, d_k)
-            q, k = self.rotate(q, k)  # RoPE (chapter 13); no-op without it
+            q, k = self.rotate(q, k)  # RoPE: rotate q and k by their positions; no-op when off
         else:  # incremental decoding (chapter 10)
             q, k, v = self.project_with_cache(query, key, value, cache)
         k, v = share_kv_heads(k, self.n_heads), share_kv_heads(v, self.n_heads)  # (batch, n_heads, k_len, d_k)
         dropout_p = self.dropout_p if self.training else 0.0
-        # ALiBi (chapter 13): a score bias (n_heads, q_len, k_len); without it, the call of chapter 5 unchanged
+        # ALiBi: a score bias (n_heads, q_len, k_len); without it, the call of chapter 5 unchanged
         alibi = {} if self.alibi_slopes is None else {"score_bias": alibi_bias(self.alibi_slopes, q.size(2), k.size(2))}
         out, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout_p, **alibi)  # (batch, n_heads, q_len, d_k)
         if self.record_weights:

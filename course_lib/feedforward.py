@@ -1,4 +1,4 @@
-"""The position-wise feed-forward network (chapter 6) and its gated form, SwiGLU (chapter 13)."""
+"""The position-wise feed-forward network (chapter 6) and its gated form, SwiGLU (Part V, in preparation)."""
 
 from __future__ import annotations
 

@@ -139,7 +139,7 @@ class EncoderLayer(nn.Module):
         eps: LayerNorm epsilon.
         fused_qkv: see :class:`course_lib.attention.MultiHeadAttention`.
         norm, bias, n_kv_heads, rotary, alibi: keyword-only switches of today's
-            block (chapter 13), off by default: ``norm="rms"``
+            block (Part V, in preparation), off by default: ``norm="rms"``
             (:class:`course_lib.normalization.RMSNorm`), ``bias=False`` (no
             biases in the projections, the FFN and LayerNorm), ``n_kv_heads``
             (grouped-query attention), ``rotary`` (RoPE) and ``alibi``, as

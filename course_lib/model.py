@@ -69,7 +69,7 @@ class TransformerConfig:
         fused_qkv: fused QKV projections in every attention layer.
         eps: LayerNorm epsilon.
 
-    The switches of today's block (chapter 13), whose defaults keep the 2017 model:
+    The switches of today's block (Part V of the book, in preparation), whose defaults keep the 2017 model:
 
     Attributes:
         norm: ``"layer"`` (paper) or ``"rms"`` (RMSNorm).
@@ -197,7 +197,7 @@ class LayerStack(nn.Module):
         c = config
         self.embedding = embedding or TokenEmbedding(vocab_size, c.d_model, scale=c.scale_embedding)
         self.positional = positional_encoding(c)
-        switches = dict(  # today's block, chapter 13
+        switches = dict(  # today's block (off by default)
             norm=c.norm, bias=c.bias, n_kv_heads=c.n_kv_heads, rotary=rotary_embedding(c), alibi=c.positional == "alibi",
         )
         self.layers = nn.ModuleList(

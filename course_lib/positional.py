@@ -1,4 +1,4 @@
-"""Positional encodings (chapter 3); rotary position embeddings and ALiBi (chapter 13)."""
+"""Positional encodings (chapter 3); rotary position embeddings and ALiBi (Part V, in preparation)."""
 
 from __future__ import annotations
 

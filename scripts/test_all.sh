@@ -16,6 +16,7 @@ stage "import contracts (lint-imports: course_lib imports none of the other pack
     "$BIN/lint-imports" --no-cache
 stage "listings the book displays (<= 60 lines of code, depth <= 3, public)" "$PY" scripts/listing_metrics.py
 stage "library tests (tests/lib)" "$PY" -m pytest tests/lib -q -p no:cacheprovider
+stage "book helpers and chapter checks (tests/book)" "$PY" -m pytest tests/book -q -p no:cacheprovider
 stage "exercise tests on solutions/ (must all pass)" "$PY" -m pytest tests/exercises -q -p no:cacheprovider \
     --notebooks solutions
 stage "exercise tests on untouched exercises/ (every stub must fail with its NotImplementedError)" \

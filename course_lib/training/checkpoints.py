@@ -174,7 +174,7 @@ def model_from_checkpoint(ckpt: dict[str, Any] | str | os.PathLike, device: str 
         ckpt = load_checkpoint(ckpt)
     if not ckpt.get("model_config"):
         raise ValueError("the checkpoint has no model_config: it was not saved from a course_lib Transformer")
-    if "n_layers" in ckpt["model_config"]:  # a LanguageModelConfig (chapter 12)
+    if "n_layers" in ckpt["model_config"]:  # a LanguageModelConfig (a decoder-only language model)
         model = LanguageModel(LanguageModelConfig.from_dict(ckpt["model_config"]))
     else:
         model = Transformer(TransformerConfig.from_dict(ckpt["model_config"]))
