@@ -43,11 +43,11 @@ from pathlib import Path
 import numpy as np
 
 from course_exercises.casefile import CASES_DIR, student_copy
-from course_exercises.compare import (ResultError, compare_arrays, decode_arrays, judge_case, read_array, read_input_array,
-                      unearned_passes)
+from course_exercises.compare import (REJECTION_ALONE, ResultError, compare_arrays, decode_arrays, judge_case,
+                                      raised_type, read_array, read_input_array, unearned_passes)
 from .intake import IntakeLimits, Submission, collect_notebooks
 from .report import StudentResult, atomic_write
-from .sandbox import (MEMORY_WORDS, ChildRun, ChildSpec, Limits, PlanError, SandboxInfo, Supervisor, child_sys_path,
+from .sandbox import (ChildRun, ChildSpec, Limits, PlanError, SandboxInfo, Supervisor, child_sys_path,
                       make_workdir, needed_paths, nobody_can_reach, remove_tree, run_chapters)
 from .inspect_notebooks import ChapterInspection, inspect_notebooks, rename_cells_with
 
@@ -660,9 +660,12 @@ def _judge(sub: Submission, ref: Reference, work: Path, run: ChildRun, flags: li
     for v in verdicts:
         if v.case_id in unearned:
             v.points, v.passed = 0, False
+            v.held = "rejection" if unearned[v.case_id] == REJECTION_ALONE else "fixed"
             v.message = f"Exercise {v.exercise} ({v.function}), case {v.case_id}: {unearned[v.case_id]}."
-    memory = "memory" in run.chapter_status.values() or any(
-        v.child_error and any(w in v.child_error for w in MEMORY_WORDS) for v in verdicts)
+    # out of memory: what the parent saw (the cgroup's OOM kill, see run_chapters), or a case whose exception
+    # TYPE is MemoryError (Python's answer at the address-space limit); never words in the error's text
+    memory = "memory" in run.chapter_status.values() or any(raised_type(v.child_error) == "MemoryError"
+                                                            for v in verdicts)
     statuses = set(run.chapter_status.values())
     status = ("timeout" if "timeout" in statuses else "memory" if memory else "crashed" if "crashed" in statuses
               else "unreadable" if "unreadable" in statuses else "missing" if "missing" in statuses else "ok")

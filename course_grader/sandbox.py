@@ -63,7 +63,7 @@ from .protocol import ChildRequest, protocol_problem
 
 __all__ = ["Limits", "SandboxInfo", "Supervisor", "ChildRun", "ChildSpec", "probe_sandbox", "run_chapters",
            "child_sys_path", "child_request", "needed_paths", "make_workdir", "remove_tree", "nobody_can_reach",
-           "MEMORY_WORDS", "CHILD_SCRIPT", "UnsafeSandboxError", "Unit", "plan_units", "PlanError"]
+           "CHILD_SCRIPT", "UnsafeSandboxError", "Unit", "plan_units", "PlanError"]
 
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
 NOBODY_UID = 65534
@@ -71,9 +71,6 @@ NOBODY_GID = 65534
 _PR_SET_CHILD_SUBREAPER = 36
 #: the environment variable that names the child a process descends from (:meth:`Supervisor.take_strays`)
 OWNER_VARIABLE = "COURSE_GRADER_CHILD"
-#: words in a child's stderr that show it ran out of memory
-MEMORY_WORDS = ("MemoryError", "can't allocate memory", "Cannot allocate memory", "bad_alloc",
-                "failed to map segment", "out of memory", "OutOfMemory")
 #: the largest single message and the most bytes one submission's children may send the parent
 #: (a student's results are a few KiB per case; the trusted reference run also sends inputs)
 MAX_MESSAGE_BYTES = {"student": 4 << 20, "reference": 16 << 20, "probe": 1 << 20}
@@ -332,7 +329,7 @@ class ChildCgroup:
                 try:
                     for line in _read(folder, name).splitlines():
                         key, _, value = line.partition(" ")
-                        if key == "oom_kill" and int(value) > 0:
+                        if key in ("oom_kill", "oom") and int(value) > 0:
                             return True
                 except (OSError, ValueError):
                     pass
@@ -1232,7 +1229,8 @@ def run_chapters(work: Path, spec: ChildSpec, *, supervisor: Supervisor, info: S
             err_tail = session.tail()
             run.stderr_tail = (run.stderr_tail + err_tail)[-4000:]
             run.output_cut = run.output_cut or _flooded(session, limits)
-        if failed and run.chapter_status[failed] == "crashed" and (oom or any(w in err_tail for w in MEMORY_WORDS)):
+        # out of memory only from what the parent sees (the cgroup's counters), never the child's stderr words
+        if failed and run.chapter_status[failed] == "crashed" and oom:
             run.chapter_status[failed] = "memory"
     for _number, unit in remaining or []:
         _mark(run, unit.chapter, "timeout")

@@ -112,8 +112,8 @@ def test_seccomp_program_denies_user_namespaces():
         sys.path.remove(str(GRADING))
     program = child.seccomp_program(0xC000003E)
 
-    def run(nr: int, arg0: int = 0, arch: int = 0xC000003E) -> int:
-        data = {0: nr, 4: arch, 16: arg0}
+    def run(nr: int, arg0: int = 0, arch: int = 0xC000003E, arg1: int = 0) -> int:
+        data = {0: nr, 4: arch, 16: arg0, 24: arg1}
         acc, pc = 0, 0
         while True:
             code, jt, jf, k = program[pc]
@@ -132,6 +132,14 @@ def test_seccomp_program_denies_user_namespaces():
     assert run(435) == enosys
     assert [run(nr) for nr in (248, 249, 250)] == [eperm] * 3
     assert run(0) == allow and run(57) == allow and run(0x40000001) == eperm and run(0, arch=0x40000003) == eperm
+    # issue 22 F5/F6: file watches fail (ENOSYS), locks are no-ops (errno 0 = return 0), lock queries fail
+    noop, einval = 0x00050000, 0x00050016
+    assert [run(nr) for nr in (253, 294, 254, 300)] == [enosys] * 4  # inotify_init(1), add_watch, fanotify_init
+    assert run(73) == noop  # flock
+    assert [run(72, 3, arg1=cmd) for cmd in (6, 7, 37, 38)] == [noop] * 4  # F_SETLK(W), F_OFD_SETLK(W)
+    assert [run(72, 3, arg1=cmd) for cmd in (5, 36, 1024, 1026)] == [einval] * 4  # GETLK, OFD_GETLK, lease, notify
+    assert [run(72, 3, arg1=cmd) for cmd in (0, 1, 2, 3, 4, 1030)] == [allow] * 6  # DUPFD, GETFD ... DUPFD_CLOEXEC
+    assert run(72, 6) == allow  # fd 6, command F_DUPFD: the command is the SECOND argument
 
 
 @needs_root
@@ -172,6 +180,50 @@ print("ok")
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.stdout.split() == ["thread", "ok"], proc.stderr[-2000:]
+
+
+@needs_root
+def test_seccomp_filter_makes_locks_noops_and_denies_watches(tmp_path):
+    """Issue 22 F5/F6, after the filter: flock and the fcntl lock commands return 0 without locking
+    (a second open file description takes the same exclusive lock at once), F_GETLK fails, inotify and
+    fanotify are not there (ENOSYS); the rest of fcntl, sqlite, numpy and torch still work."""
+    if platform.machine() not in ("x86_64", "aarch64"):
+        pytest.skip("seccomp filter for x86_64/aarch64 Linux only")
+    shared = tmp_path / "shared.txt"
+    shared.write_text("x")
+    os.chmod(tmp_path, 0o755)
+    os.chmod(shared, 0o444)
+    code = f"""
+import ctypes, errno, fcntl, os, sqlite3, struct, sys
+sys.path.insert(0, {str(GRADING)!r})
+import child
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(38, 1, 0, 0, 0)  # no_new_privs; the filter binds root as it binds nobody (the venv may be root's only)
+assert child.deny_keyrings()
+a, b = os.open({str(shared)!r}, os.O_RDONLY), os.open({str(shared)!r}, os.O_RDONLY)
+fcntl.flock(a, fcntl.LOCK_EX | fcntl.LOCK_NB)
+fcntl.flock(b, fcntl.LOCK_EX | fcntl.LOCK_NB)  # would be EWOULDBLOCK if the first lock had been taken
+lk = struct.pack("hhqqi", fcntl.F_RDLCK, 0, 0, 0, 0)
+fcntl.fcntl(a, fcntl.F_SETLK, lk)
+for cmd in (fcntl.F_GETLK, 36):
+    try:
+        fcntl.fcntl(a, cmd, lk)
+        raise SystemExit(f"fcntl {{cmd}} worked")
+    except OSError as exc:
+        assert exc.errno == errno.EINVAL, exc
+assert fcntl.fcntl(a, fcntl.F_GETFD) >= 0 and os.dup(a) > b  # other commands and calls still work
+for name, args in (("inotify_init1", (0,)), ("fanotify_init", (0, 0))):
+    assert getattr(libc, name)(*args) == -1 and ctypes.get_errno() == errno.ENOSYS, name
+con = sqlite3.connect({str(tmp_path / "scratch")!r} + "/db.sqlite")
+con.execute("create table t (x)"); con.execute("insert into t values (1)"); con.commit()
+import numpy as np, torch
+assert float(torch.nn.functional.softmax(torch.tensor([0.0, 0.0]), -1)[0]) == 0.5 and np.ones(2).sum() == 2
+print("ok")
+"""
+    (tmp_path / "scratch").mkdir(mode=0o777)
+    os.chmod(tmp_path / "scratch", 0o777)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.split() == ["ok"], proc.stderr[-2000:]
 
 
 # ---------------------------------------------------------------------------
