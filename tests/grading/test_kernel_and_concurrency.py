@@ -414,3 +414,35 @@ def test_a_cgroup_name_in_use_is_never_taken_or_removed():
     finally:
         first.remove()
     assert not any(os.path.isdir(f) for f in first.folders.values())
+
+
+def test_a_second_run_into_the_same_out_stops_with_a_clear_message(tmp_path):
+    """Issue 22 F7: while a run holds OUT/.lock (simulated: this test holds the flock), a second grader run with
+    the same --out stops at once with status 2 and a message naming the folder, and writes nothing there (no
+    traceback from a _reference/ replaced under it); once the lock is free the folder is usable again."""
+    import fcntl
+
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    write_folder(subs / "full", {NB["06"]: notebook("06")})
+    out.mkdir()
+    fd = os.open(out / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        proc = run_grader([subs, "--out", out, "--chapters", "06"], timeout=120)
+    finally:
+        os.close(fd)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "another grading run is writing to --out" in proc.stderr and str(out) in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == [".lock"]
+    sys.path.insert(0, str(ROOT))
+    try:
+        from course_grader.cli import take_out_lock
+    finally:
+        sys.path.remove(str(ROOT))
+    first = take_out_lock(out)
+    assert first is not None and take_out_lock(out) is None  # a second description of the same file: refused
+    os.close(first)
+    again = take_out_lock(out)
+    assert again is not None
+    os.close(again)
