@@ -626,6 +626,14 @@ def _notebook_notes(ref: Reference, run: ChildRun, work: Path, inspected: dict[s
     return unreadable, notes, child_notes
 
 
+def ran_out_of_memory(chapter_status: dict[str, str], child_errors: list[str | None]) -> bool:
+    """Whether the report says "Your code ran out of memory": a chapter the parent marked ``memory`` (its
+    cgroup's OOM counters, see :func:`.sandbox.run_chapters`), or a case whose recorded exception TYPE is
+    ``MemoryError`` (Python's answer at the address-space limit; the child's runner writes the type first).
+    Never words in an error's text: ``ValueError: ... out of memory layout order`` is a ValueError."""
+    return "memory" in chapter_status.values() or any(raised_type(e) == "MemoryError" for e in child_errors)
+
+
 def _judge(sub: Submission, ref: Reference, work: Path, run: ChildRun, flags: list[str],
            notes: list[str], limits: Limits, inspected: dict[str, ChapterInspection]) -> StudentResult:
     verdicts = []
@@ -662,10 +670,7 @@ def _judge(sub: Submission, ref: Reference, work: Path, run: ChildRun, flags: li
             v.points, v.passed = 0, False
             v.held = "rejection" if unearned[v.case_id] == REJECTION_ALONE else "fixed"
             v.message = f"Exercise {v.exercise} ({v.function}), case {v.case_id}: {unearned[v.case_id]}."
-    # out of memory: what the parent saw (the cgroup's OOM kill, see run_chapters), or a case whose exception
-    # TYPE is MemoryError (Python's answer at the address-space limit); never words in the error's text
-    memory = "memory" in run.chapter_status.values() or any(raised_type(v.child_error) == "MemoryError"
-                                                            for v in verdicts)
+    memory = ran_out_of_memory(run.chapter_status, [v.child_error for v in verdicts])
     statuses = set(run.chapter_status.values())
     status = ("timeout" if "timeout" in statuses else "memory" if memory else "crashed" if "crashed" in statuses
               else "unreadable" if "unreadable" in statuses else "missing" if "missing" in statuses else "ok")
