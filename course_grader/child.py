@@ -876,9 +876,30 @@ def _probe(spec, report: dict, channel: Channel) -> None:
             writable.append(place)
             with contextlib.suppress(OSError):
                 os.unlink(probe)
+    report["locks_neutral"], report["watches_denied"] = _locks_and_watches(torch_spec.origin)
     report["userns_denied"] = _libc().unshare(_CLONE_NEWUSER) != 0  # the last step: it may succeed
     channel.send(PROTOCOL.probe_message({"uid": os.getuid(), "euid": os.geteuid(), "pid": os.getpid(),
                                          "writable": writable, **report}))
+
+
+def _locks_and_watches(shared: str) -> tuple[bool, bool]:
+    """``(locks are no-ops, file watches are denied)`` as the child sees them: two read-only opens of
+    ``shared`` (a file every child can read) both get an exclusive ``flock`` at once, and ``inotify_init1``
+    fails with ENOSYS (:func:`seccomp_program`)."""
+    import errno
+    import fcntl
+
+    neutral = False
+    try:
+        with open(shared, "rb") as one, open(shared, "rb") as two:
+            fcntl.flock(one, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(two, fcntl.LOCK_EX | fcntl.LOCK_NB)  # EWOULDBLOCK if the first lock was real
+            neutral = True
+    except OSError:
+        pass
+    libc = _libc()
+    denied = libc.inotify_init1(0) == -1 and ctypes.get_errno() == errno.ENOSYS
+    return neutral, denied
 
 
 def _read_request(path: str):

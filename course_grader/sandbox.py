@@ -168,6 +168,10 @@ class SandboxInfo:
             ``/sys/fs/cgroup``): no child can read another's memory or process counts.
         userns_denied: the seccomp filter makes creating a user namespace fail (``unshare``/``clone`` with
             ``CLONE_NEWUSER``; ``clone3``).
+        locks_neutral: the seccomp filter makes ``flock`` and the ``fcntl`` lock commands no-ops (they return 0
+            and lock nothing), so no child sees another's lock on a file both can read.
+        watches_denied: the seccomp filter denies ``inotify_*`` and ``fanotify_init`` (ENOSYS), so no child
+            watches another open or read a file both can read.
         weakened: why the stronger sandboxes this machine should allow failed (empty when none did); the
             grader says so on stderr and in its closing line, not only here.
         notes: sentences for the report, one per limit that could not be applied.
@@ -188,6 +192,8 @@ class SandboxInfo:
     host_covered: bool = False
     cgroups_hidden: bool = False
     userns_denied: bool = False
+    locks_neutral: bool = False
+    watches_denied: bool = False
     weakened: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -228,6 +234,12 @@ class SandboxInfo:
             else "NOT hidden: the child can read the host's cgroup files (every child's memory use)",
             "user_namespaces": "creating one is denied (seccomp): no capabilities inside a new namespace"
             if self.userns_denied else "NOT denied: the child can create a user namespace",
+            "file_locks": "no-ops (seccomp): flock and the fcntl lock commands return 0 and lock nothing, so no "
+            "child sees another's lock on a file both can read" if self.locks_neutral
+            else "NOT neutralised: a lock on a file two children can read could pass data between them",
+            "file_watches": "denied (seccomp): no inotify or fanotify, so no child sees another open or read a "
+            "shared file" if self.watches_denied
+            else "NOT denied: an inotify watch on a file two children can read could pass data between them",
             "cpu_memory": (f"own cgroup ({', '.join(self.cgroups)}): CPU quota, process count and memory per child"
                            if self.cgroups else "no cgroup: CPU share and memory bounded only by rlimits"),
         }
@@ -985,6 +997,13 @@ def _probe_one(work: Path, info: SandboxInfo, supervisor: Supervisor, sys_path: 
     info.userns_denied = report.get("userns_denied") is True
     if not info.userns_denied:
         info.notes.append("the child can create a user namespace (the seccomp filter did not deny it)")
+    info.locks_neutral = report.get("locks_neutral") is True
+    if not info.locks_neutral:
+        info.notes.append("file locks are not no-ops in the child (the seccomp filter did not take): a lock on a "
+                          "file two children can read could pass data between them")
+    info.watches_denied = report.get("watches_denied") is True
+    if not info.watches_denied:
+        info.notes.append("the child can watch files (inotify; the seccomp filter did not deny it)")
     if info.drop == "uid" and report.get("uid") == 0:
         return "the child is still root"
     if info.mode == "unsafe":

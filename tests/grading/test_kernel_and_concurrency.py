@@ -83,6 +83,64 @@ def gelu(x):
 '''
 
 
+#: issue 22 F5/F6: a sender that holds an exclusive flock on a file every child can read (the standard
+#: library's this.py, opened read-only) and keeps opening it, for a few seconds when its notebook is loaded
+LOCK_SENDER = """
+import fcntl, importlib.util, os, time
+import torch
+_KEEP = []
+def _send(_=None):
+    path = importlib.util.find_spec("this").origin
+    fd = os.open(path, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    _KEEP.append(fd)
+    end = time.time() + 8
+    while time.time() < end:
+        with open(path, "rb") as fh:
+            fh.read(1)
+        time.sleep(0.02)
+def _at_definition(_=_send()):
+    pass
+def gelu(x):
+    return 0.5 * x * torch.special.erfc(-x / 2 ** 0.5)
+"""
+
+#: ... and the receiver graded at the same time: it tries the same lock and watches the file (IN_OPEN); gelu is
+#: correct unless it saw the sender
+LOCK_RECEIVER = f"""
+import ctypes, errno, fcntl, importlib.util, os, time
+import torch
+_SEEN = set()
+def _receive(_=None):
+    path = importlib.util.find_spec("this").origin
+    fd = os.open(path, os.O_RDONLY)  # before the watch: its own open is not an event
+    libc = ctypes.CDLL(None, use_errno=True)
+    ifd = libc.inotify_init1(os.O_NONBLOCK)
+    if ifd >= 0 and libc.inotify_add_watch(ifd, path.encode(), 0x20 | 0x1) < 0:  # IN_OPEN | IN_ACCESS
+        ifd = -1
+    end = time.time() + 10
+    while time.time() < end and len(_SEEN) < 2:  # each channel said once
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except BlockingIOError:
+            _SEEN.add("a sibling's flock")
+        if ifd >= 0:
+            try:
+                if os.read(ifd, 4096):
+                    _SEEN.add("inotify events from a sibling's opens")
+            except BlockingIOError:
+                pass
+        time.sleep(0.02)
+def _at_definition(_=_receive()):
+    pass
+def gelu(x):
+    if _SEEN:
+        raise RuntimeError("{SURFACE_PROBE}: " + ", ".join(sorted(_SEEN)))
+    return 0.5 * x * torch.special.erfc(-x / 2 ** 0.5)
+"""
+
+
 def _small_batch(subs: Path) -> None:
     """Chapter 06 only: the solutions, the exercises' stub, the surface probe and the memory sender."""
     write_folder(subs / "full", {NB["06"]: notebook("06")})
@@ -446,3 +504,19 @@ def test_a_second_run_into_the_same_out_stops_with_a_clear_message(tmp_path):
     again = take_out_lock(out)
     assert again is not None
     os.close(again)
+
+
+@needs_root
+def test_siblings_graded_at_once_see_no_lock_and_no_watch(tmp_path, work_tmp):
+    """Issue 22 F5/F6: a sender holding a flock on this.py (read-only) and opening it, and a receiver trying the
+    same lock and watching the file with inotify, graded at the same time (--jobs 2): the receiver sees
+    nothing (its gelu stays correct) and the sender, whose lock is a no-op, scores full too."""
+    subs = tmp_path / "subs"
+    write_folder(subs / "a_sender", {NB["06"]: notebook("06", extra=LOCK_SENDER)})
+    write_folder(subs / "b_receiver", {NB["06"]: notebook("06", extra=LOCK_RECEIVER)})
+    run = load_run(tmp_path / "out", run_grader([subs, "--out", tmp_path / "out", "--jobs", "2", "--chapters", "06",
+                                                 "--timeout", "40"], work_tmp=work_tmp))
+    full = run.manifest["max_score"]
+    messages = [c["message"] + str(c.get("child_error")) for c in run.grade("b_receiver")["cases"]]
+    assert not any(SURFACE_PROBE in m for m in messages), [m for m in messages if SURFACE_PROBE in m][:1]
+    assert int(run.rows["b_receiver"]["score"]) == full and int(run.rows["a_sender"]["score"]) == full
