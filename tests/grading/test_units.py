@@ -677,3 +677,13 @@ def test_out_of_memory_is_what_the_parent_saw_or_the_exception_type():
     assert not ran_out_of_memory({"04": "crashed"}, ["RuntimeError: MemoryError bad_alloc Cannot allocate memory"])
     assert ran_out_of_memory({"04": "ok"}, ["MemoryError: Unable to allocate 8.00 GiB"])
     assert ran_out_of_memory({"04": "memory"}, [None])
+
+
+def test_a_protocol_mismatch_does_not_echo_the_childs_value():
+    """Audit for F1: the child's ``protocol`` value reaches the flags only as a small number (or its type)."""
+    from course_exercises.compare import FIXED_ALONE
+    from course_grader.protocol import protocol_problem
+
+    said = protocol_problem({"ready": True, "protocol": FIXED_ALONE})
+    assert FIXED_ALONE[:20] not in said and "a value of type str" in said
+    assert "protocol version 1," in protocol_problem({"ready": True, "protocol": 1})
