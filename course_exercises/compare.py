@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .quoting import escape_hidden
-
 __all__ = ["ResultError", "CaseVerdict", "read_array", "read_input_array", "decode_arrays",
-           "compare_arrays", "describe_dtype", "judge_case", "error_line", "raised_type", "raised_not_implemented", "is_rejection_case", "unearned_passes", "REJECTION_ALONE", "FIXED_ALONE"]
+           "compare_arrays", "describe_dtype", "judge_case", "error_line", "raised_type", "raised_not_implemented",
+           "raised_memory_error",
+           "is_rejection_case", "unearned_passes", "REJECTION_ALONE", "FIXED_ALONE"]
 
 _ALLOWED = {np.dtype(np.float64): "f", np.dtype(np.int64): "i", np.dtype(np.bool_): "b"}
 _INPUT_DTYPES = {*_ALLOWED, np.dtype(np.float32)}
@@ -321,6 +321,12 @@ def raised_type(error: str | None) -> str:
     counts: a word later in the text (``KeyError: 'NotImplementedError'``) is the exception's message."""
     m = re.match(r"([A-Za-z_][A-Za-z0-9_]*)(?::|$|\n)", error or "")
     return m.group(1) if m else ""
+
+
+def raised_memory_error(error: str | None) -> bool:
+    """Whether the recorded exception's type is a ``MemoryError`` by its name: ``MemoryError``, numpy's
+    ``_ArrayMemoryError``, torch's ``OutOfMemoryError`` (the type name, never the message's words)."""
+    return raised_type(error).endswith("MemoryError")
 
 
 def raised_not_implemented(error: str | None) -> bool:

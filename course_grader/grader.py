@@ -44,7 +44,7 @@ import numpy as np
 
 from course_exercises.casefile import CASES_DIR, student_copy
 from course_exercises.compare import (REJECTION_ALONE, ResultError, compare_arrays, decode_arrays, judge_case,
-                                      raised_type, read_array, read_input_array, unearned_passes)
+                                      raised_memory_error, read_array, read_input_array, unearned_passes)
 from .intake import IntakeLimits, Submission, collect_notebooks
 from .report import StudentResult, atomic_write
 from .sandbox import (ChildRun, ChildSpec, Limits, PlanError, SandboxInfo, Supervisor, child_sys_path,
@@ -628,10 +628,11 @@ def _notebook_notes(ref: Reference, run: ChildRun, work: Path, inspected: dict[s
 
 def ran_out_of_memory(chapter_status: dict[str, str], child_errors: list[str | None]) -> bool:
     """Whether the report says "Your code ran out of memory": a chapter the parent marked ``memory`` (its
-    cgroup's OOM counters, see :func:`.sandbox.run_chapters`), or a case whose recorded exception TYPE is
-    ``MemoryError`` (Python's answer at the address-space limit; the child's runner writes the type first).
+    cgroup's OOM counters, see :func:`.sandbox.run_chapters`), or a case whose recorded exception TYPE is a
+    ``MemoryError`` (Python's and numpy's answer at the address-space limit; the child's runner writes the type
+    first). torch's CPU allocator raises ``RuntimeError``: only its quoted text says "can't allocate memory".
     Never words in an error's text: ``ValueError: ... out of memory layout order`` is a ValueError."""
-    return "memory" in chapter_status.values() or any(raised_type(e) == "MemoryError" for e in child_errors)
+    return "memory" in chapter_status.values() or any(raised_memory_error(e) for e in child_errors)
 
 
 def _judge(sub: Submission, ref: Reference, work: Path, run: ChildRun, flags: list[str],

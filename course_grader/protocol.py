@@ -220,7 +220,8 @@ def protocol_problem(ready: dict) -> str:
     got = ready.get("protocol")
     if got != PROTOCOL_VERSION:
         # the child's value is shown only when it is a small whole number: any other text it sent is its own
-        shown = repr(got) if got is None or (type(got) is int and abs(got) < 10 ** 6) else f"a value of type {type(got).__name__}"
+        small = got is None or (type(got) is int and abs(got) < 10 ** 6)
+        shown = repr(got) if small else f"a value of type {type(got).__name__}"
         return (f"the child speaks protocol version {shown}, the parent {PROTOCOL_VERSION} "
                 "(parent and child come from different installs?)")
     return ""

@@ -677,6 +677,7 @@ def test_out_of_memory_is_what_the_parent_saw_or_the_exception_type():
     assert not ran_out_of_memory({"04": "crashed"}, ["RuntimeError: MemoryError bad_alloc Cannot allocate memory"])
     assert ran_out_of_memory({"04": "ok"}, ["MemoryError: Unable to allocate 8.00 GiB"])
     assert ran_out_of_memory({"04": "memory"}, [None])
+    assert ran_out_of_memory({"04": "ok"}, ["_ArrayMemoryError: Unable to allocate 8.00 GiB for an array"])
 
 
 def test_a_protocol_mismatch_does_not_echo_the_childs_value():
