@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .quoting import escape_hidden
-
 __all__ = ["ResultError", "CaseVerdict", "read_array", "read_input_array", "decode_arrays",
-           "compare_arrays", "judge_case", "error_line", "is_rejection_case", "unearned_passes", "REJECTION_ALONE", "FIXED_ALONE"]
+           "compare_arrays", "describe_dtype", "judge_case", "error_line", "raised_type", "raised_not_implemented",
+           "raised_memory_error",
+           "is_rejection_case", "unearned_passes", "REJECTION_ALONE", "FIXED_ALONE"]
 
 _ALLOWED = {np.dtype(np.float64): "f", np.dtype(np.int64): "i", np.dtype(np.bool_): "b"}
 _INPUT_DTYPES = {*_ALLOWED, np.dtype(np.float32)}
@@ -52,14 +52,27 @@ def read_array(data: bytes, allowed=_ALLOWED) -> np.ndarray:
     try:
         arr = np.load(io.BytesIO(data), allow_pickle=False)
     except Exception as exc:  # noqa: BLE001 - any parse failure is a bad result
-        # numpy's words may repeat the child's header: one escaped line (see .quoting)
-        why = escape_hidden(f"{type(exc).__name__}: {exc}")[:200]
-        raise ResultError(f"the result cannot be read as an array ({why})") from None
+        # numpy's words repeat the child's header (its dtype text, field names ...): only the exception's
+        # type is said, never its text
+        why = type(exc).__name__ if type(exc).__module__ == "builtins" else "an error"
+        raise ResultError(f"the result cannot be read as an array (numpy raised {why} on its header)") from None
     if type(arr) is not np.ndarray:
         raise ResultError("the result is not a plain array")
     if arr.dtype not in allowed:
-        raise ResultError(f"the result has dtype {arr.dtype}; expected float64, int64 or bool")
+        raise ResultError(f"the result has {describe_dtype(arr.dtype)}; expected float64, int64 or bool")
     return arr
+
+
+def describe_dtype(dtype: np.dtype) -> str:
+    """A dtype in the grader's words without any of its text: a structured or subarray dtype can carry field
+    names (and titles) of any length and content, chosen by the child, so only the kind letter and the
+    item size are said (``"a structured dtype (kind V, 3008 bytes per item)"``, ``"dtype kind f, 4 bytes"``)."""
+    dtype = np.dtype(dtype)
+    if dtype.names is not None or dtype.subdtype is not None or dtype.kind in "VOMmSUa":
+        what = "a structured dtype" if dtype.names is not None else "a dtype"
+        return f"{what} (kind {dtype.kind}, {dtype.itemsize} bytes per item)"
+    # a plain numeric dtype: its name is numpy's (float32, int16, complex128 ...), never the child's text
+    return f"dtype {dtype.name}"
 
 
 def read_input_array(data: bytes) -> np.ndarray:
@@ -119,8 +132,8 @@ def compare_arrays(key: str, got: np.ndarray, ref: np.ndarray, rtol: float, atol
     """
     got, ref = np.asarray(got), np.asarray(ref)
     want = _KIND_NAMES[ref.dtype.kind]
-    if got.dtype.kind not in _KIND_NAMES:
-        return f"`{key}` has dtype {got.dtype}; expected {want}."
+    if got.dtype.kind not in _KIND_NAMES or got.dtype.names is not None:
+        return f"`{key}` has {describe_dtype(got.dtype)}; expected {want}."
     if _KIND_NAMES[got.dtype.kind] != want:
         hint = " (a torch.bool tensor: True or False in each entry)" if want == "bool" else ""
         return f"`{key}` has dtype kind {_KIND_NAMES[got.dtype.kind]}; expected {want}{hint}."
@@ -221,6 +234,10 @@ class CaseVerdict:
         passed: all keys matched.
         message: the teaching message (empty when passed).
         child_error: the error text the child recorded (untrusted; feedback only).
+        note: the grader's note on a case run with a stand-in (:func:`.standins` words).
+        held: why a case that passed earns nothing yet - ``"rejection"`` (:data:`REJECTION_ALONE`) or
+            ``"fixed"`` (:data:`FIXED_ALONE`), set by the grader from :func:`unearned_passes`, else ``""``.
+            The reports read this field, never the message text (which may quote what the child sent).
     """
 
     case_id: str
@@ -232,6 +249,7 @@ class CaseVerdict:
     message: str
     child_error: str | None = None
     note: str = ""
+    held: str = ""
 
 
 def judge_case(case: dict, message: dict | None, reference: dict[str, np.ndarray],
@@ -292,9 +310,28 @@ def error_line(error: str) -> str:
     of them: the reports quote it after the grader's lines, see :mod:`.quoting`)."""
     if _RETURNED.match(error):
         return "your function returned a value of the wrong type (what it returned is described below)"
-    if "NotImplementedError" in error.split("\n", 1)[0]:
+    if raised_not_implemented(error):
         return "your code raised NotImplementedError (not written yet?)"
     return "your code raised an error (its text is quoted below)"
+
+
+def raised_type(error: str | None) -> str:
+    """The exception type the child's runner put at the start of ``error`` (``"KeyError: 'x'"`` ->
+    ``"KeyError"``; the runner writes ``f"{type(exc).__name__}: {exc}"``), else ``""``. Only the first token
+    counts: a word later in the text (``KeyError: 'NotImplementedError'``) is the exception's message."""
+    m = re.match(r"([A-Za-z_][A-Za-z0-9_]*)(?::|$|\n)", error or "")
+    return m.group(1) if m else ""
+
+
+def raised_memory_error(error: str | None) -> bool:
+    """Whether the recorded exception's type is a ``MemoryError`` by its name: ``MemoryError``, numpy's
+    ``_ArrayMemoryError``, torch's ``OutOfMemoryError`` (the type name, never the message's words)."""
+    return raised_type(error).endswith("MemoryError")
+
+
+def raised_not_implemented(error: str | None) -> bool:
+    """Whether the child's runner recorded a ``NotImplementedError`` (the stub) as the case's exception."""
+    return raised_type(error) == "NotImplementedError"
 
 
 #: why a passed rejection case earns nothing yet (shown to the student)

@@ -400,12 +400,26 @@ _KEYRING_SYSCALLS = {0xC000003E: (248, 249, 250), 0xC00000B7: (217, 218, 219)}
 #: audit arch -> (unshare, clone, clone3): a new user namespace would give the child every capability
 #: inside it, and with them far more of the kernel (mounts, more namespaces)
 _NAMESPACE_SYSCALLS = {0xC000003E: (272, 56, 435), 0xC00000B7: (97, 220, 435)}
+#: audit arch -> inotify_init, inotify_init1, inotify_add_watch, fanotify_init (aarch64 has no inotify_init):
+#: a watch on a file every child can read (IN_OPEN, IN_ACCESS) sees a sibling open or read it - a channel
+_WATCH_SYSCALLS = {0xC000003E: (253, 294, 254, 300), 0xC00000B7: (26, 27, 262)}
+#: audit arch -> (flock, fcntl): a lock on a file every child can open (read-only is enough) is seen by a
+#: sibling that tries the same lock - a channel
+_LOCK_SYSCALLS = {0xC000003E: (73, 72), 0xC00000B7: (32, 25)}
+#: fcntl commands that take a lock (F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW): a no-op that succeeds
+_FCNTL_SET_LOCKS = (6, 7, 37, 38)
+#: fcntl commands that would tell about others' locks or accesses (F_GETLK, F_OFD_GETLK, F_SETLEASE,
+#: F_NOTIFY - dnotify's DN_ACCESS sees a sibling read a file of a shared folder): fail with EINVAL
+_FCNTL_DENIED = (5, 36, 1024, 1026)
 _CLONE_NEWUSER = 0x10000000
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 _RET_ALLOW, _RET_EPERM, _RET_ENOSYS = 0x7FFF0000, 0x00050001, 0x00050026
+#: SECCOMP_RET_ERRNO with errno 0: the call is not run and returns 0 (a lock "taken" without taking it)
+_RET_NOOP, _RET_EINVAL = 0x00050000, 0x00050016
 _LD_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
-#: offsets in ``struct seccomp_data``: the call's number, the architecture, the low half of the first argument
-_NR, _ARCH, _ARG0 = 0, 4, 16
+#: offsets in ``struct seccomp_data``: the call's number, the architecture, the low half of the first and
+#: of the second argument (fcntl's command: the kernel reads it as an unsigned int, the low half)
+_NR, _ARCH, _ARG0, _ARG1 = 0, 4, 16, 24
 
 
 def seccomp_program(arch: int) -> list[tuple[int, int, int, int]]:
@@ -414,26 +428,41 @@ def seccomp_program(arch: int) -> list[tuple[int, int, int, int]]:
     Fails with EPERM: a foreign architecture's call (x32 included), the keyring calls, and ``unshare`` or
     ``clone`` with ``CLONE_NEWUSER`` in their flags. ``clone3`` passes its flags in memory a filter cannot
     read, so it fails with ENOSYS: the C library then falls back to ``clone``, whose flags are checked.
+    The file watches (``inotify_init``, ``inotify_init1``, ``inotify_add_watch``, ``fanotify_init``) fail with
+    ENOSYS. File locks are no-ops: ``flock`` and the ``fcntl`` lock commands (``F_SETLK``, ``F_SETLKW``,
+    ``F_OFD_SETLK``, ``F_OFD_SETLKW``; the command is ``fcntl``'s second argument) return 0 without locking
+    anything, so code that locks its own files (sqlite, caches) still runs, and no sibling can see a lock;
+    ``F_GETLK``, ``F_OFD_GETLK``, ``F_SETLEASE`` and ``F_NOTIFY`` fail with EINVAL.
     """
     keyrings = _KEYRING_SYSCALLS[arch]
     unshare, clone, clone3 = _NAMESPACE_SYSCALLS[arch]
+    flock, fcntl = _LOCK_SYSCALLS[arch]
     # (code, label if true, label if false, k); a label is the name of a "ret" below, None the next line
     lines = [(_LD_ABS, None, None, _ARCH), (_JEQ, None, "eperm", arch),
              (_LD_ABS, None, None, _NR), (_JGE, "eperm", None, 0x40000000)]
     lines += [(_JEQ, "eperm", None, nr) for nr in keyrings]
+    lines += [(_JEQ, "enosys", None, nr) for nr in _WATCH_SYSCALLS[arch]]
+    lines += [(_JEQ, "noop", None, flock), (_JEQ, "fcntl", None, fcntl)]
     lines += [(_JEQ, "enosys", None, clone3), (_JEQ, "flags", None, unshare), (_JEQ, "flags", None, clone),
               (_RET, None, None, _RET_ALLOW)]
     labels = {"flags": len(lines)}
     lines += [(_LD_ABS, None, None, _ARG0), (_JSET, "eperm", None, _CLONE_NEWUSER), (_RET, None, None, _RET_ALLOW)]
-    labels["enosys"], labels["eperm"] = len(lines), len(lines) + 1
-    lines += [(_RET, None, None, _RET_ENOSYS), (_RET, None, None, _RET_EPERM)]
+    labels["fcntl"] = len(lines)
+    lines += [(_LD_ABS, None, None, _ARG1)]
+    lines += [(_JEQ, "noop", None, cmd) for cmd in _FCNTL_SET_LOCKS]
+    lines += [(_JEQ, "einval", None, cmd) for cmd in _FCNTL_DENIED]
+    lines += [(_RET, None, None, _RET_ALLOW)]
+    for name, ret in (("enosys", _RET_ENOSYS), ("eperm", _RET_EPERM), ("noop", _RET_NOOP), ("einval", _RET_EINVAL)):
+        labels[name] = len(lines)
+        lines.append((_RET, None, None, ret))
     # a jump offset counts the instructions skipped after the jump
     return [(code, labels[t] - i - 1 if t else 0, labels[f] - i - 1 if f else 0, k)
             for i, (code, t, f, k) in enumerate(lines)]
 
 
 def deny_keyrings() -> bool:
-    """Install the seccomp filter of :func:`seccomp_program`: no kernel keyring, no new user namespace.
+    """Install the seccomp filter of :func:`seccomp_program`: no kernel keyring, no new user namespace, no file
+    watch, no file lock a sibling could see.
 
     Needs ``no_new_privs`` (set by :func:`_drop_privileges`). Returns whether the filter is in place.
     """
@@ -847,9 +876,30 @@ def _probe(spec, report: dict, channel: Channel) -> None:
             writable.append(place)
             with contextlib.suppress(OSError):
                 os.unlink(probe)
+    report["locks_neutral"], report["watches_denied"] = _locks_and_watches(torch_spec.origin)
     report["userns_denied"] = _libc().unshare(_CLONE_NEWUSER) != 0  # the last step: it may succeed
     channel.send(PROTOCOL.probe_message({"uid": os.getuid(), "euid": os.geteuid(), "pid": os.getpid(),
                                          "writable": writable, **report}))
+
+
+def _locks_and_watches(shared: str) -> tuple[bool, bool]:
+    """``(locks are no-ops, file watches are denied)`` as the child sees them: two read-only opens of
+    ``shared`` (a file every child can read) both get an exclusive ``flock`` at once, and ``inotify_init1``
+    fails with ENOSYS (:func:`seccomp_program`)."""
+    import errno
+    import fcntl
+
+    neutral = False
+    try:
+        with open(shared, "rb") as one, open(shared, "rb") as two:
+            fcntl.flock(one, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(two, fcntl.LOCK_EX | fcntl.LOCK_NB)  # EWOULDBLOCK if the first lock was real
+            neutral = True
+    except OSError:
+        pass
+    libc = _libc()
+    denied = libc.inotify_init1(0) == -1 and ctypes.get_errno() == errno.ENOSYS
+    return neutral, denied
 
 
 def _read_request(path: str):

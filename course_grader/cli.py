@@ -41,7 +41,10 @@ a student graded before and not among the submissions now keeps a row with
 status ``missing submission`` (``summary.json``: ``missing``; ``history`` lists every
 run). Earlier reports the grader cannot read (a damaged ``grade.json`` or
 ``summary.json``) stop the run with exit status 2 unless ``--force``, which
-replaces them.
+replaces them. A run holds an exclusive lock on ``DIR/.lock`` from before it
+reads the folder until it ends: a second run started with the same ``--out``
+while one is writing there stops at once with exit status 2 ("another grading
+run is writing to ...").
 
 ``--solutions DIR``: the folder of the reference notebooks (``NN_topic.ipynb``
 for every chapter graded); default: ``solutions/`` of the course repository the
@@ -66,7 +69,7 @@ course's own and add to the maximum score.
 
 Exit status: 0 when every submission has its row (whatever the students'
 scores), 2 for a usage or reference error (bad option, missing or failing
-solutions), 1 for an unexpected error of the grader.
+solutions, ``--out`` in use by another run), 1 for an unexpected error of the grader.
 
 Design and threat model: ``course_grader/SECURITY.md``.
 """
@@ -350,13 +353,46 @@ def match_earlier(earlier: "EarlierReports", subs: list) -> str:
                and str(kept[sub.student]) != sub.source]
     return "; ".join(clashes[:5])
 
+#: the file in ``--out`` a run holds an exclusive ``flock`` on from before it reads the folder until it ends
+LOCK_FILE = ".lock"
+
+
+def take_out_lock(out_dir: Path) -> int | None:
+    """Open ``out_dir/.lock`` and take an exclusive, non-blocking ``flock`` on it: the descriptor (close it to
+    release the lock; the kernel releases it too when the process ends), or ``None`` when another run holds
+    it. Only the parent locks (it is not sandboxed; the descriptor is not inherited by the children)."""
+    import fcntl
+
+    fd = os.open(out_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the grading command; returns the exit status (see the module docstring).
 
     Note: makes the current process a child subreaper and kills any child
     process it did not start (see :class:`~course_grader.sandbox.Supervisor`);
-    run it as a process of its own.
+    run it as a process of its own. Holds the lock of ``--out`` (:func:`take_out_lock`) while it reads and
+    writes the folder: a second run into the same folder stops with status 2.
     """
+    held: list[int] = []
+    try:
+        return _main(argv, held)
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+def _main(argv: list[str] | None, held: list[int]) -> int:
+    """:func:`main`; the lock's descriptor goes into ``held``."""
     args = build_parser().parse_args(argv)
     if not sys.platform.startswith("linux"):
         print(f"course-grade: error: {LINUX_ONLY}", file=sys.stderr)
@@ -422,6 +458,15 @@ def main(argv: list[str] | None = None) -> int:
         return fail(f"--out {str(args.out)!r}: cannot create the report folder ({exc.strerror or exc}): name a "
                     f"folder you can write to")
     os.chmod(out_dir, 0o700)  # grades and feedback are private; the children never see this folder anyway
+    try:
+        lock = take_out_lock(out_dir)
+    except OSError as exc:
+        return fail(f"--out {str(args.out)!r}: cannot lock the report folder ({exc.strerror or exc}): name a "
+                    f"folder you can write to")
+    if lock is None:
+        return fail(f"another grading run is writing to --out {str(args.out)!r} ({out_dir}): wait for it to "
+                    f"end, or use another --out")
+    held.append(lock)
     earlier = load_earlier(out_dir)  # before anything is written: the chapters this run does not grade are kept
     if earlier.problems and not args.force:
         return fail(f"--out {str(args.out)!r} holds reports the grader cannot read, so it cannot keep their "

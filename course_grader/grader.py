@@ -43,11 +43,11 @@ from pathlib import Path
 import numpy as np
 
 from course_exercises.casefile import CASES_DIR, StripRefused, cases_source, student_copy
-from course_exercises.compare import (ResultError, compare_arrays, decode_arrays, judge_case, read_array, read_input_array,
-                      unearned_passes)
+from course_exercises.compare import (REJECTION_ALONE, ResultError, compare_arrays, decode_arrays, judge_case,
+                                      raised_memory_error, read_array, read_input_array, unearned_passes)
 from .intake import IntakeLimits, Submission, collect_notebooks
 from .report import StudentResult, atomic_write
-from .sandbox import (MEMORY_WORDS, ChildRun, ChildSpec, Limits, PlanError, SandboxInfo, Supervisor, child_sys_path,
+from .sandbox import (ChildRun, ChildSpec, Limits, PlanError, SandboxInfo, Supervisor, child_sys_path,
                       make_workdir, needed_paths, nobody_can_reach, remove_tree, run_chapters)
 from .inspect_notebooks import ChapterInspection, inspect_notebooks, rename_cells_with
 
@@ -644,6 +644,15 @@ def _notebook_notes(ref: Reference, run: ChildRun, work: Path, inspected: dict[s
     return unreadable, notes, child_notes
 
 
+def ran_out_of_memory(chapter_status: dict[str, str], child_errors: list[str | None]) -> bool:
+    """Whether the report says "Your code ran out of memory": a chapter the parent marked ``memory`` (its
+    cgroup's OOM counters, see :func:`.sandbox.run_chapters`), or a case whose recorded exception TYPE is a
+    ``MemoryError`` (Python's and numpy's answer at the address-space limit; the child's runner writes the type
+    first). torch's CPU allocator raises ``RuntimeError``: only its quoted text says "can't allocate memory".
+    Never words in an error's text: ``ValueError: ... out of memory layout order`` is a ValueError."""
+    return "memory" in chapter_status.values() or any(raised_memory_error(e) for e in child_errors)
+
+
 def _judge(sub: Submission, ref: Reference, work: Path, run: ChildRun, flags: list[str],
            notes: list[str], limits: Limits, inspected: dict[str, ChapterInspection]) -> StudentResult:
     verdicts = []
@@ -678,9 +687,9 @@ def _judge(sub: Submission, ref: Reference, work: Path, run: ChildRun, flags: li
     for v in verdicts:
         if v.case_id in unearned:
             v.points, v.passed = 0, False
+            v.held = "rejection" if unearned[v.case_id] == REJECTION_ALONE else "fixed"
             v.message = f"Exercise {v.exercise} ({v.function}), case {v.case_id}: {unearned[v.case_id]}."
-    memory = "memory" in run.chapter_status.values() or any(
-        v.child_error and any(w in v.child_error for w in MEMORY_WORDS) for v in verdicts)
+    memory = ran_out_of_memory(run.chapter_status, [v.child_error for v in verdicts])
     statuses = set(run.chapter_status.values())
     status = ("timeout" if "timeout" in statuses else "memory" if memory else "crashed" if "crashed" in statuses
               else "unreadable" if "unreadable" in statuses else "missing" if "missing" in statuses else "ok")

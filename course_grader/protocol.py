@@ -217,7 +217,11 @@ def probe_message(report: dict) -> dict:
 
 def protocol_problem(ready: dict) -> str:
     """Why the parent refuses a child's ``ready`` message (``""``: it speaks this protocol)."""
-    if ready.get("protocol") != PROTOCOL_VERSION:
-        return (f"the child speaks protocol version {ready.get('protocol')!r}, the parent {PROTOCOL_VERSION} "
+    got = ready.get("protocol")
+    if got != PROTOCOL_VERSION:
+        # the child's value is shown only when it is a small whole number: any other text it sent is its own
+        small = got is None or (type(got) is int and abs(got) < 10 ** 6)
+        shown = repr(got) if small else f"a value of type {type(got).__name__}"
+        return (f"the child speaks protocol version {shown}, the parent {PROTOCOL_VERSION} "
                 "(parent and child come from different installs?)")
     return ""

@@ -55,7 +55,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from course_exercises.compare import FIXED_ALONE, REJECTION_ALONE
+from course_exercises.compare import FIXED_ALONE, REJECTION_ALONE, raised_not_implemented
 from .intake import RESERVED_IDS
 from course_exercises.quoting import ERROR_LABEL, NOTES_LABEL, OUTPUT_LABEL, escape_hidden, one_line, quoted_block
 
@@ -445,7 +445,9 @@ def _flag_chapter(flag: str) -> str | None:
 
 
 def _not_implemented(c: dict) -> bool:
-    return not c["passed"] and "NotImplementedError" in (c.get("child_error") or "")
+    """Whether the case failed because the child's runner recorded a ``NotImplementedError`` (its type, the
+    first token of the error text; the word elsewhere in the text is the exception's message)."""
+    return not c["passed"] and raised_not_implemented(c.get("child_error"))
 
 
 def exercise_status(r: StudentResult, exercise: str) -> str:
@@ -593,9 +595,8 @@ def _exercise_fixes(r: StudentResult, exercise: str, shown_errors: dict[str, str
 def _held_reason(c: dict) -> str:
     """``"a rejection case"`` / ``"a case with fixed inputs"`` for a case that passed but earns nothing yet
     (:func:`.compare.unearned_passes`), else ``""``."""
-    message = c.get("message") or ""
-    return "a rejection case" if REJECTION_ALONE in message else "a case with fixed inputs" if FIXED_ALONE in message \
-        else ""
+    held = c.get("held")  # the grader's structured field, never a search of the message (it may quote the child)
+    return "a rejection case" if held == "rejection" else "a case with fixed inputs" if held == "fixed" else ""
 
 
 def _held_lines(held: list[dict]) -> list[str]:

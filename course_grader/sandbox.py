@@ -63,7 +63,7 @@ from .protocol import ChildRequest, protocol_problem
 
 __all__ = ["Limits", "SandboxInfo", "Supervisor", "ChildRun", "ChildSpec", "probe_sandbox", "run_chapters",
            "child_sys_path", "child_request", "needed_paths", "make_workdir", "remove_tree", "nobody_can_reach",
-           "MEMORY_WORDS", "CHILD_SCRIPT", "UnsafeSandboxError", "Unit", "plan_units", "PlanError"]
+           "CHILD_SCRIPT", "UnsafeSandboxError", "Unit", "plan_units", "PlanError"]
 
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
 NOBODY_UID = 65534
@@ -71,9 +71,6 @@ NOBODY_GID = 65534
 _PR_SET_CHILD_SUBREAPER = 36
 #: the environment variable that names the child a process descends from (:meth:`Supervisor.take_strays`)
 OWNER_VARIABLE = "COURSE_GRADER_CHILD"
-#: words in a child's stderr that show it ran out of memory
-MEMORY_WORDS = ("MemoryError", "can't allocate memory", "Cannot allocate memory", "bad_alloc",
-                "failed to map segment", "out of memory", "OutOfMemory")
 #: the largest single message and the most bytes one submission's children may send the parent
 #: (a student's results are a few KiB per case; the trusted reference run also sends inputs)
 MAX_MESSAGE_BYTES = {"student": 4 << 20, "reference": 16 << 20, "probe": 1 << 20}
@@ -171,6 +168,10 @@ class SandboxInfo:
             ``/sys/fs/cgroup``): no child can read another's memory or process counts.
         userns_denied: the seccomp filter makes creating a user namespace fail (``unshare``/``clone`` with
             ``CLONE_NEWUSER``; ``clone3``).
+        locks_neutral: the seccomp filter makes ``flock`` and the ``fcntl`` lock commands no-ops (they return 0
+            and lock nothing), so no child sees another's lock on a file both can read.
+        watches_denied: the seccomp filter denies ``inotify_*`` and ``fanotify_init`` (ENOSYS), so no child
+            watches another open or read a file both can read.
         weakened: why the stronger sandboxes this machine should allow failed (empty when none did); the
             grader says so on stderr and in its closing line, not only here.
         notes: sentences for the report, one per limit that could not be applied.
@@ -191,6 +192,8 @@ class SandboxInfo:
     host_covered: bool = False
     cgroups_hidden: bool = False
     userns_denied: bool = False
+    locks_neutral: bool = False
+    watches_denied: bool = False
     weakened: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -231,6 +234,12 @@ class SandboxInfo:
             else "NOT hidden: the child can read the host's cgroup files (every child's memory use)",
             "user_namespaces": "creating one is denied (seccomp): no capabilities inside a new namespace"
             if self.userns_denied else "NOT denied: the child can create a user namespace",
+            "file_locks": "no-ops (seccomp): flock and the fcntl lock commands return 0 and lock nothing, so no "
+            "child sees another's lock on a file both can read" if self.locks_neutral
+            else "NOT neutralised: a lock on a file two children can read could pass data between them",
+            "file_watches": "denied (seccomp): no inotify or fanotify, so no child sees another open or read a "
+            "shared file" if self.watches_denied
+            else "NOT denied: an inotify watch on a file two children can read could pass data between them",
             "cpu_memory": (f"own cgroup ({', '.join(self.cgroups)}): CPU quota, process count and memory per child"
                            if self.cgroups else "no cgroup: CPU share and memory bounded only by rlimits"),
         }
@@ -332,7 +341,7 @@ class ChildCgroup:
                 try:
                     for line in _read(folder, name).splitlines():
                         key, _, value = line.partition(" ")
-                        if key == "oom_kill" and int(value) > 0:
+                        if key in ("oom_kill", "oom") and int(value) > 0:
                             return True
                 except (OSError, ValueError):
                     pass
@@ -988,6 +997,13 @@ def _probe_one(work: Path, info: SandboxInfo, supervisor: Supervisor, sys_path: 
     info.userns_denied = report.get("userns_denied") is True
     if not info.userns_denied:
         info.notes.append("the child can create a user namespace (the seccomp filter did not deny it)")
+    info.locks_neutral = report.get("locks_neutral") is True
+    if not info.locks_neutral:
+        info.notes.append("file locks are not no-ops in the child (the seccomp filter did not take): a lock on a "
+                          "file two children can read could pass data between them")
+    info.watches_denied = report.get("watches_denied") is True
+    if not info.watches_denied:
+        info.notes.append("the child can watch files (inotify; the seccomp filter did not deny it)")
     if info.drop == "uid" and report.get("uid") == 0:
         return "the child is still root"
     if info.mode == "unsafe":
@@ -1232,7 +1248,8 @@ def run_chapters(work: Path, spec: ChildSpec, *, supervisor: Supervisor, info: S
             err_tail = session.tail()
             run.stderr_tail = (run.stderr_tail + err_tail)[-4000:]
             run.output_cut = run.output_cut or _flooded(session, limits)
-        if failed and run.chapter_status[failed] == "crashed" and (oom or any(w in err_tail for w in MEMORY_WORDS)):
+        # out of memory only from what the parent sees (the cgroup's counters), never the child's stderr words
+        if failed and run.chapter_status[failed] == "crashed" and oom:
             run.chapter_status[failed] = "memory"
     for _number, unit in remaining or []:
         _mark(run, unit.chapter, "timeout")

@@ -134,7 +134,8 @@ def test_every_submission_has_every_report(batch):
     for name in NAMES:
         for f in ("results.json", "feedback.md", "grade.json"):
             assert (batch.out / name / f).is_file(), f"{name}/{f} missing"
-    leftovers = [p for p in batch.out.rglob("*") if p.name.startswith(".") or p.name.endswith(".tmp")]
+    leftovers = [p for p in batch.out.rglob("*") if (p.name.startswith(".") or p.name.endswith(".tmp"))
+                 and p != batch.out / ".lock"]  # the run's lock file stays (removing it would race a next run)
     assert leftovers == [], f"temporary files left: {leftovers}"
 
 
@@ -164,8 +165,11 @@ def test_summary_names_versions_and_manifest_hash(batch):
     for name in NAMES:
         assert batch.grade(name)["manifest_hash"] == s["manifest_sha256"]
     assert set(s["sandbox"]["statement"]) == {"network", "processes", "ipc", "user", "files", "keyrings", "cpu_memory",
-                                              "cgroup_files", "user_namespaces"}
+                                              "cgroup_files", "user_namespaces", "file_locks", "file_watches"}
     assert s["sandbox"]["keyrings_denied"] is True
+    assert s["sandbox"]["locks_neutral"] is True and s["sandbox"]["watches_denied"] is True  # issue 22 F5/F6
+    assert s["sandbox"]["statement"]["file_locks"].startswith("no-ops (seccomp)")
+    assert s["sandbox"]["statement"]["file_watches"].startswith("denied (seccomp)")
     assert s["sandbox"]["cgroups_hidden"] is True and s["sandbox"]["userns_denied"] is True
     assert s["sandbox"]["weakened"] == []
     assert s["sandbox"]["safe"] is True, "the tests run where the safe sandbox works (root, unshare)"

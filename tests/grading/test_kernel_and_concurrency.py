@@ -83,6 +83,64 @@ def gelu(x):
 '''
 
 
+#: issue 22 F5/F6: a sender that holds an exclusive flock on a file every child can read (the standard
+#: library's this.py, opened read-only) and keeps opening it, for a few seconds when its notebook is loaded
+LOCK_SENDER = """
+import fcntl, importlib.util, os, time
+import torch
+_KEEP = []
+def _send(_=None):
+    path = importlib.util.find_spec("this").origin
+    fd = os.open(path, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    _KEEP.append(fd)
+    end = time.time() + 8
+    while time.time() < end:
+        with open(path, "rb") as fh:
+            fh.read(1)
+        time.sleep(0.02)
+def _at_definition(_=_send()):
+    pass
+def gelu(x):
+    return 0.5 * x * torch.special.erfc(-x / 2 ** 0.5)
+"""
+
+#: ... and the receiver graded at the same time: it tries the same lock and watches the file (IN_OPEN); gelu is
+#: correct unless it saw the sender
+LOCK_RECEIVER = f"""
+import ctypes, errno, fcntl, importlib.util, os, time
+import torch
+_SEEN = set()
+def _receive(_=None):
+    path = importlib.util.find_spec("this").origin
+    fd = os.open(path, os.O_RDONLY)  # before the watch: its own open is not an event
+    libc = ctypes.CDLL(None, use_errno=True)
+    ifd = libc.inotify_init1(os.O_NONBLOCK)
+    if ifd >= 0 and libc.inotify_add_watch(ifd, path.encode(), 0x20 | 0x1) < 0:  # IN_OPEN | IN_ACCESS
+        ifd = -1
+    end = time.time() + 10
+    while time.time() < end and len(_SEEN) < 2:  # each channel said once
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except BlockingIOError:
+            _SEEN.add("a sibling's flock")
+        if ifd >= 0:
+            try:
+                if os.read(ifd, 4096):
+                    _SEEN.add("inotify events from a sibling's opens")
+            except BlockingIOError:
+                pass
+        time.sleep(0.02)
+def _at_definition(_=_receive()):
+    pass
+def gelu(x):
+    if _SEEN:
+        raise RuntimeError("{SURFACE_PROBE}: " + ", ".join(sorted(_SEEN)))
+    return 0.5 * x * torch.special.erfc(-x / 2 ** 0.5)
+"""
+
+
 def _small_batch(subs: Path) -> None:
     """Chapter 06 only: the solutions, the exercises' stub, the surface probe and the memory sender."""
     write_folder(subs / "full", {NB["06"]: notebook("06")})
@@ -112,8 +170,8 @@ def test_seccomp_program_denies_user_namespaces():
         sys.path.remove(str(GRADING))
     program = child.seccomp_program(0xC000003E)
 
-    def run(nr: int, arg0: int = 0, arch: int = 0xC000003E) -> int:
-        data = {0: nr, 4: arch, 16: arg0}
+    def run(nr: int, arg0: int = 0, arch: int = 0xC000003E, arg1: int = 0) -> int:
+        data = {0: nr, 4: arch, 16: arg0, 24: arg1}
         acc, pc = 0, 0
         while True:
             code, jt, jf, k = program[pc]
@@ -132,6 +190,14 @@ def test_seccomp_program_denies_user_namespaces():
     assert run(435) == enosys
     assert [run(nr) for nr in (248, 249, 250)] == [eperm] * 3
     assert run(0) == allow and run(57) == allow and run(0x40000001) == eperm and run(0, arch=0x40000003) == eperm
+    # issue 22 F5/F6: file watches fail (ENOSYS), locks are no-ops (errno 0 = return 0), lock queries fail
+    noop, einval = 0x00050000, 0x00050016
+    assert [run(nr) for nr in (253, 294, 254, 300)] == [enosys] * 4  # inotify_init(1), add_watch, fanotify_init
+    assert run(73) == noop  # flock
+    assert [run(72, 3, arg1=cmd) for cmd in (6, 7, 37, 38)] == [noop] * 4  # F_SETLK(W), F_OFD_SETLK(W)
+    assert [run(72, 3, arg1=cmd) for cmd in (5, 36, 1024, 1026)] == [einval] * 4  # GETLK, OFD_GETLK, lease, notify
+    assert [run(72, 3, arg1=cmd) for cmd in (0, 1, 2, 3, 4, 1030)] == [allow] * 6  # DUPFD, GETFD ... DUPFD_CLOEXEC
+    assert run(72, 6) == allow  # fd 6, command F_DUPFD: the command is the SECOND argument
 
 
 @needs_root
@@ -172,6 +238,50 @@ print("ok")
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.stdout.split() == ["thread", "ok"], proc.stderr[-2000:]
+
+
+@needs_root
+def test_seccomp_filter_makes_locks_noops_and_denies_watches(tmp_path):
+    """Issue 22 F5/F6, after the filter: flock and the fcntl lock commands return 0 without locking
+    (a second open file description takes the same exclusive lock at once), F_GETLK fails, inotify and
+    fanotify are not there (ENOSYS); the rest of fcntl, sqlite, numpy and torch still work."""
+    if platform.machine() not in ("x86_64", "aarch64"):
+        pytest.skip("seccomp filter for x86_64/aarch64 Linux only")
+    shared = tmp_path / "shared.txt"
+    shared.write_text("x")
+    os.chmod(tmp_path, 0o755)
+    os.chmod(shared, 0o444)
+    code = f"""
+import ctypes, errno, fcntl, os, sqlite3, struct, sys
+sys.path.insert(0, {str(GRADING)!r})
+import child
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(38, 1, 0, 0, 0)  # no_new_privs; the filter binds root as it binds nobody (the venv may be root's only)
+assert child.deny_keyrings()
+a, b = os.open({str(shared)!r}, os.O_RDONLY), os.open({str(shared)!r}, os.O_RDONLY)
+fcntl.flock(a, fcntl.LOCK_EX | fcntl.LOCK_NB)
+fcntl.flock(b, fcntl.LOCK_EX | fcntl.LOCK_NB)  # would be EWOULDBLOCK if the first lock had been taken
+lk = struct.pack("hhqqi", fcntl.F_RDLCK, 0, 0, 0, 0)
+fcntl.fcntl(a, fcntl.F_SETLK, lk)
+for cmd in (fcntl.F_GETLK, 36):
+    try:
+        fcntl.fcntl(a, cmd, lk)
+        raise SystemExit(f"fcntl {{cmd}} worked")
+    except OSError as exc:
+        assert exc.errno == errno.EINVAL, exc
+assert fcntl.fcntl(a, fcntl.F_GETFD) >= 0 and os.dup(a) > b  # other commands and calls still work
+for name, args in (("inotify_init1", (0,)), ("fanotify_init", (0, 0))):
+    assert getattr(libc, name)(*args) == -1 and ctypes.get_errno() == errno.ENOSYS, name
+con = sqlite3.connect({str(tmp_path / "scratch")!r} + "/db.sqlite")
+con.execute("create table t (x)"); con.execute("insert into t values (1)"); con.commit()
+import numpy as np, torch
+assert float(torch.nn.functional.softmax(torch.tensor([0.0, 0.0]), -1)[0]) == 0.5 and np.ones(2).sum() == 2
+print("ok")
+"""
+    (tmp_path / "scratch").mkdir(mode=0o777)
+    os.chmod(tmp_path / "scratch", 0o777)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.split() == ["ok"], proc.stderr[-2000:]
 
 
 # ---------------------------------------------------------------------------
@@ -362,3 +472,51 @@ def test_a_cgroup_name_in_use_is_never_taken_or_removed():
     finally:
         first.remove()
     assert not any(os.path.isdir(f) for f in first.folders.values())
+
+
+def test_a_second_run_into_the_same_out_stops_with_a_clear_message(tmp_path):
+    """Issue 22 F7: while a run holds OUT/.lock (simulated: this test holds the flock), a second grader run with
+    the same --out stops at once with status 2 and a message naming the folder, and writes nothing there (no
+    traceback from a _reference/ replaced under it); once the lock is free the folder is usable again."""
+    import fcntl
+
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    write_folder(subs / "full", {NB["06"]: notebook("06")})
+    out.mkdir()
+    fd = os.open(out / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        proc = run_grader([subs, "--out", out, "--chapters", "06"], timeout=120)
+    finally:
+        os.close(fd)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "another grading run is writing to --out" in proc.stderr and str(out) in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == [".lock"]
+    sys.path.insert(0, str(ROOT))
+    try:
+        from course_grader.cli import take_out_lock
+    finally:
+        sys.path.remove(str(ROOT))
+    first = take_out_lock(out)
+    assert first is not None and take_out_lock(out) is None  # a second description of the same file: refused
+    os.close(first)
+    again = take_out_lock(out)
+    assert again is not None
+    os.close(again)
+
+
+@needs_root
+def test_siblings_graded_at_once_see_no_lock_and_no_watch(tmp_path, work_tmp):
+    """Issue 22 F5/F6: a sender holding a flock on this.py (read-only) and opening it, and a receiver trying the
+    same lock and watching the file with inotify, graded at the same time (--jobs 2): the receiver sees
+    nothing (its gelu stays correct) and the sender, whose lock is a no-op, scores full too."""
+    subs = tmp_path / "subs"
+    write_folder(subs / "a_sender", {NB["06"]: notebook("06", extra=LOCK_SENDER)})
+    write_folder(subs / "b_receiver", {NB["06"]: notebook("06", extra=LOCK_RECEIVER)})
+    run = load_run(tmp_path / "out", run_grader([subs, "--out", tmp_path / "out", "--jobs", "2", "--chapters", "06",
+                                                 "--timeout", "40"], work_tmp=work_tmp))
+    full = run.manifest["max_score"]
+    messages = [c["message"] + str(c.get("child_error")) for c in run.grade("b_receiver")["cases"]]
+    assert not any(SURFACE_PROBE in m for m in messages), [m for m in messages if SURFACE_PROBE in m][:1]
+    assert int(run.rows["b_receiver"]["score"]) == full and int(run.rows["a_sender"]["score"]) == full

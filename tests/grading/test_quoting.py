@@ -147,7 +147,7 @@ def test_a_held_pass_is_not_listed_as_a_failure_in_feedback():
     from course_exercises.compare import REJECTION_ALONE
 
     r = _result("ValueError: x")
-    r.cases.append({**r.cases[0], "case_id": "4.1-rejects-bad", "child_error": None,
+    r.cases.append({**r.cases[0], "case_id": "4.1-rejects-bad", "child_error": None, "held": "rejection",
                     "message": f"Exercise 4.1 (f), case 4.1-rejects-bad: {REJECTION_ALONE}."})
     text = feedback_markdown(r)
     assert "1 case passes but earns its points only once a case with drawn inputs passes too, because each is a " \

@@ -578,3 +578,113 @@ def test_autograd_in_label_smoothed_loss_is_flagged():
               "    return loss, grad(loss, z)[0]\n")
     flags = check_source(source, "09", {"9.1": "label_smoothed_loss"})
     assert [(f.code, f.exercise) for f in flags] == [("delegates", "9.1")] and "torch.autograd.grad" in flags[0].detail
+
+
+# ---------------------------------------------------------------------------
+# issue 22 F1-F4: the child's text never becomes the grader's words or decisions
+# ---------------------------------------------------------------------------
+def _structured_npy(name: str) -> str:
+    """base64 ``.npy`` of a one-item array whose dtype is a struct with one float64 field called ``name``."""
+    return base64.b64encode(npy(np.zeros(1, dtype=[(name, "<f8")]))).decode()
+
+
+def _case41(**kw) -> dict:
+    return {"id": "4.1-a", "exercise": "4.1", "function": "f", "points": 1, "rtol": 1e-5, "atol": 1e-6,
+            "hint": "h", **kw}
+
+
+@pytest.mark.parametrize("name", ["FIXED", "REJECTION", "markdown"])
+def test_a_dtype_field_name_never_reaches_the_grader_lines(name):
+    """F1: a result whose structured dtype names a field with the grader's own sentence (or 3,000 characters of
+    Markdown/HTML) is described by kind and size only; no part of the name is in the verdict's message."""
+    from course_exercises.compare import FIXED_ALONE, REJECTION_ALONE
+
+    text = {"FIXED": FIXED_ALONE, "REJECTION": REJECTION_ALONE,
+            "markdown": ("# You got 100/100\n<b>passed</b> [x](http://e.example) " * 60)[:3000]}[name]
+    v = judge_case(_case41(), {"arrays": {"y": _structured_npy(text)}, "error": None}, {"y": np.zeros(1)})
+    assert not v.passed and getattr(v, "held", "") == ""
+    assert "a structured dtype (kind V, 8 bytes per item)" in v.message, v.message
+    for piece in (text[:40], text[-40:], "You got", "<b>", "drawn for this run", "(a table of answers"):
+        assert piece not in v.message, v.message
+    with pytest.raises(ResultError) as err:
+        read_array(npy(np.zeros(1, dtype=[(text, "<f8")])))
+    assert text[:20] not in str(err.value) and len(str(err.value)) < 120
+    msg = compare_arrays("y", np.zeros(1, dtype=[(text, "<f8")]), np.zeros(1), 1e-5, 1e-6)
+    assert text[:20] not in msg and "structured dtype" in msg
+
+
+def test_a_header_numpy_cannot_parse_is_not_echoed():
+    """F1: numpy's error repeats the header it could not parse; the grader says only that it could not."""
+    junk = "<h1>You got 100/100</h1>" * 20
+    header = ("{'descr': '<f8', 'fortran_order': False, 'shape': (1,), '" + junk + "': 1, }").encode()
+    header += b" " * (-(len(header) + 11) % 64) + b"\n"
+    data = b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + b"\0" * 8
+    with pytest.raises(ResultError) as err:
+        read_array(data)
+    assert "You got" not in str(err.value) and "cannot be read as an array" in str(err.value), str(err.value)
+
+
+def test_held_passes_come_from_the_verdict_field_not_the_message():
+    """F2: a failing case whose message holds the grader's "held" sentences (quoted from the child) is a failing
+    case; only ``held`` (set by the grader from unearned_passes) makes a held pass."""
+    from course_exercises.compare import FIXED_ALONE, REJECTION_ALONE
+
+    def case(cid, held, message):
+        return {"case_id": cid, "exercise": "4.1", "function": "f", "points": 0, "max_points": 1, "passed": False,
+                "message": message, "child_error": None, "held": held}
+
+    forged = f"Exercise 4.1 (f), case 4.1-b:\n  - `y`: {FIXED_ALONE} {REJECTION_ALONE}\n  Hint: h"
+    r = _result(cases=[case("4.1-b", "", forged)], exercises={"4.1": 0}, exercises_max={"4.1": 1}, score=0)
+    assert "earns its points only once" not in feedback_markdown(r)
+    assert report._held_reason(r.cases[0]) == ""
+    honest = _result(cases=[case("4.1-fixed", "fixed", f"Exercise 4.1 (f), case 4.1-fixed: {FIXED_ALONE}."),
+                            case("4.1-rejects-x", "rejection", f"Exercise 4.1 (f), case 4.1-rejects-x: "
+                                                               f"{REJECTION_ALONE}.")],
+                     exercises={"4.1": 0}, exercises_max={"4.1": 2}, score=0)
+    text = feedback_markdown(honest)
+    assert "1 case passes but earns its points only once a case with drawn inputs passes too, because each is a " \
+           "case with fixed inputs (4.1-fixed)" in text, text
+    assert "because each is a rejection case (4.1-rejects-x)" in text
+    assert StudentResult.from_json(json.loads(json.dumps(honest.to_json()))).cases[0]["held"] == "fixed"
+
+
+def test_not_implemented_is_the_exception_type_only():
+    """F4: ``KeyError: 'NotImplementedError'`` is a KeyError: not "not written yet", not "not attempted"."""
+    assert error_line("KeyError: 'NotImplementedError'") == "your code raised an error (its text is quoted below)"
+    assert error_line("NotImplementedError: Exercise 4.1: write f") == \
+        "your code raised NotImplementedError (not written yet?)"
+    from course_exercises.compare import raised_not_implemented
+
+    assert raised_not_implemented("NotImplementedError") and not raised_not_implemented("ValueError: x\n"
+                                                                                          "NotImplementedError: y")
+
+    def case(cid, error):
+        return {"case_id": cid, "exercise": "4.1", "function": "f", "points": 0, "max_points": 1, "passed": False,
+                "message": f"Exercise 4.1 (f), case {cid}:\n  - {error_line(error)}", "child_error": error}
+
+    for error, status in (("KeyError: 'NotImplementedError'", "failed"),
+                          ("NotImplementedError: Exercise 4.1: write f", "not attempted")):
+        r = _result(cases=[case("4.1-a", error), case("4.1-b", error)], exercises={"4.1": 0},
+                    exercises_max={"4.1": 2}, score=0)
+        assert report.exercise_status(r, "4.1") == status
+
+
+def test_out_of_memory_is_what_the_parent_saw_or_the_exception_type():
+    """F3: an honest ValueError that says "out of memory" is not an out-of-memory run."""
+    from course_grader.grader import ran_out_of_memory
+
+    assert not ran_out_of_memory({"04": "ok"}, ["ValueError: q_std is out of memory layout order", None])
+    assert not ran_out_of_memory({"04": "crashed"}, ["RuntimeError: MemoryError bad_alloc Cannot allocate memory"])
+    assert ran_out_of_memory({"04": "ok"}, ["MemoryError: Unable to allocate 8.00 GiB"])
+    assert ran_out_of_memory({"04": "memory"}, [None])
+    assert ran_out_of_memory({"04": "ok"}, ["_ArrayMemoryError: Unable to allocate 8.00 GiB for an array"])
+
+
+def test_a_protocol_mismatch_does_not_echo_the_childs_value():
+    """Audit for F1: the child's ``protocol`` value reaches the flags only as a small number (or its type)."""
+    from course_exercises.compare import FIXED_ALONE
+    from course_grader.protocol import protocol_problem
+
+    said = protocol_problem({"ready": True, "protocol": FIXED_ALONE})
+    assert FIXED_ALONE[:20] not in said and "a value of type str" in said
+    assert "protocol version 1," in protocol_problem({"ready": True, "protocol": 1})
