@@ -96,6 +96,12 @@ BUILTINS_BY_FUNCTION: dict[str, tuple[str, ...]] = {
     "kv_cache_step": ("course_lib.attention.KVCache", "course_lib.attention.MultiHeadAttention",
                       "torch.nn.MultiheadAttention", "torch.nn.modules.activation.MultiheadAttention",
                       "course_lib.model"),
+    "next_token_windows": ("course_lib.data",),
+    "translation_lm_targets": ("course_lib.data",),
+    "rope_interleaved": ("course_lib.positional",),
+    "grouped_query_attention": _SDPA + _MHA + ("course_lib.language_model",),
+    "kv_cache_bytes": ("course_lib.language_model", "course_lib.attention.KVCache", "course_lib.model"),
+    "lm_parameter_count": ("course_lib.language_model", "course_lib.model", "course_lib.layers"),
 }
 #: exercise function -> (callable, keyword) pairs whose use with that keyword is delegation.
 KEYWORD_BUILTINS: dict[str, tuple[tuple[str, str], ...]] = {

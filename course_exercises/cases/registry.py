@@ -1,4 +1,4 @@
-"""The registry of autograded exercise cases (chapters 1-11).
+"""The registry of autograded exercise cases (chapters 1-13).
 
 Each :class:`Case` checks one exercise on one deterministic input:
 
@@ -20,7 +20,7 @@ The registry is this file (the framework: ``NOTEBOOKS``, ``EXERCISES``,
 :class:`Case`, ``_add``, the input helpers, the stand-ins' sources) and the
 files named in :data:`PARTS` beside it: ``shared.py`` (helpers several
 chapters use) and one file per chapter, ``ch01_motivation.py`` ...
-``ch11_pitfalls.py``, which register that chapter's cases. They are one
+``ch13_modern_block.py``, which register that chapter's cases. They are one
 module: :func:`course_exercises.check.load_cases` runs this file, then each
 part in order, in the namespace of the module ``course_exercise_cases``
 (their relative imports, there for readers and linters, are left out;
@@ -72,6 +72,8 @@ NOTEBOOKS: dict[str, str] = {
     "09": "09_training.ipynb",
     "10": "10_inference.ipynb",
     "11": "11_pitfalls.ipynb",
+    "12": "12_language_model.ipynb",
+    "13": "13_modern_block.ipynb",
 }
 
 #: exercise number -> the function the student writes
@@ -118,6 +120,13 @@ EXERCISES: dict[str, str] = {
     "11.1": "dependency_matrix",
     "11.2": "loss_floors",
     "11.3": "first_divergence",
+    "12.1": "next_token_windows",
+    "12.2": "perplexity",
+    "12.3": "translation_lm_targets",
+    "13.1": "rope_interleaved",
+    "13.2": "grouped_query_attention",
+    "13.3": "kv_cache_bytes",
+    "13.4": "lm_parameter_count",
 }
 
 Arrays = dict[str, np.ndarray]
@@ -509,4 +518,6 @@ PARTS = (
     "ch09_training.py",
     "ch10_inference.py",
     "ch11_pitfalls.py",
+    "ch12_language_model.py",
+    "ch13_modern_block.py",
 )
