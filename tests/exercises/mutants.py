@@ -2330,4 +2330,411 @@ def first_divergence(losses, k):
     return -1
 """),
     ],
+    "12.1": [
+        ("the last window is dropped (start + seq_len < len(ids))", """
+def next_token_windows(ids, seq_len, stride):
+    if ids.dim() != 1 or seq_len < 1 or stride < 1 or len(ids) < seq_len + 1:
+        raise ValueError("ids, seq_len, stride")
+    starts = range(0, len(ids) - seq_len - 1, stride)
+    return (torch.stack([ids[s:s + seq_len] for s in starts]).reshape(-1, seq_len),
+            torch.stack([ids[s + 1:s + seq_len + 1] for s in starts]).reshape(-1, seq_len))
+"""),
+        ("targets not shifted (the inputs again)", """
+def next_token_windows(ids, seq_len, stride):
+    if ids.dim() != 1 or seq_len < 1 or stride < 1 or len(ids) < seq_len + 1:
+        raise ValueError("ids, seq_len, stride")
+    starts = range(0, len(ids) - seq_len, stride)
+    inputs = torch.stack([ids[s:s + seq_len] for s in starts])
+    return inputs, inputs.clone()
+"""),
+        ("stride ignored (always seq_len)", """
+def next_token_windows(ids, seq_len, stride):
+    if ids.dim() != 1 or seq_len < 1 or stride < 1 or len(ids) < seq_len + 1:
+        raise ValueError("ids, seq_len, stride")
+    starts = range(0, len(ids) - seq_len, seq_len)
+    return (torch.stack([ids[s:s + seq_len] for s in starts]), torch.stack([ids[s + 1:s + seq_len + 1] for s in starts]))
+"""),
+        ("non-overlapping chunks of seq_len + 1 ids", """
+def next_token_windows(ids, seq_len, stride):
+    if ids.dim() != 1 or seq_len < 1 or stride < 1 or len(ids) < seq_len + 1:
+        raise ValueError("ids, seq_len, stride")
+    starts = range(0, len(ids) - seq_len, max(stride, seq_len + 1))
+    return (torch.stack([ids[s:s + seq_len] for s in starts]), torch.stack([ids[s + 1:s + seq_len + 1] for s in starts]))
+"""),
+        ("inputs and targets swapped", """
+def next_token_windows(ids, seq_len, stride):
+    if ids.dim() != 1 or seq_len < 1 or stride < 1 or len(ids) < seq_len + 1:
+        raise ValueError("ids, seq_len, stride")
+    starts = range(0, len(ids) - seq_len, stride)
+    return (torch.stack([ids[s + 1:s + seq_len + 1] for s in starts]), torch.stack([ids[s:s + seq_len] for s in starts]))
+"""),
+        ("no check of a stream shorter than one window", """
+def next_token_windows(ids, seq_len, stride):
+    if ids.dim() != 1 or seq_len < 1 or stride < 1:
+        raise ValueError("ids, seq_len, stride")
+    starts = range(0, max(len(ids) - seq_len, 1), stride)
+    return (torch.stack([ids[s:s + seq_len] for s in starts]), torch.stack([ids[s + 1:s + seq_len + 1] for s in starts]))
+"""),
+    ],
+    "12.2": [
+        ("mean of the per-sentence perplexities", """
+def perplexity(logits, targets, ignore_index=-100):
+    if logits.dim() != 3 or targets.shape != logits.shape[:2] or not bool((targets != ignore_index).any()):
+        raise ValueError("logits, targets, ignore_index")
+    values = []
+    for row_logits, row_targets in zip(logits, targets):
+        if bool((row_targets != ignore_index).any()):
+            values.append(math.exp(float(F.cross_entropy(row_logits, row_targets, ignore_index=ignore_index))))
+    return sum(values) / len(values)
+"""),
+        ("exp of the mean of per-sentence mean losses", """
+def perplexity(logits, targets, ignore_index=-100):
+    if logits.dim() != 3 or targets.shape != logits.shape[:2] or not bool((targets != ignore_index).any()):
+        raise ValueError("logits, targets, ignore_index")
+    losses = [F.cross_entropy(l, t, ignore_index=ignore_index) for l, t in zip(logits, targets) if bool((t != ignore_index).any())]
+    return torch.exp(torch.stack(losses).mean())
+"""),
+        ("log of softmax (underflows to -inf for confident logits)", """
+def perplexity(logits, targets, ignore_index=-100):
+    if logits.dim() != 3 or targets.shape != logits.shape[:2] or not bool((targets != ignore_index).any()):
+        raise ValueError("logits, targets, ignore_index")
+    counted = targets != ignore_index
+    log_probs = torch.log(torch.softmax(logits, dim=-1))
+    picked = log_probs.gather(-1, targets.clamp(min=0)[..., None])[..., 0]
+    return torch.exp(-picked[counted].mean())
+"""),
+        ("padding counted (as token 0)", """
+def perplexity(logits, targets, ignore_index=-100):
+    if logits.dim() != 3 or targets.shape != logits.shape[:2] or not bool((targets != ignore_index).any()):
+        raise ValueError("logits, targets, ignore_index")
+    safe = targets.masked_fill(targets == ignore_index, 0)
+    return torch.exp(F.cross_entropy(logits.transpose(1, 2), safe))
+"""),
+        ("base 2 (2 ** mean loss in nats)", """
+def perplexity(logits, targets, ignore_index=-100):
+    if logits.dim() != 3 or targets.shape != logits.shape[:2] or not bool((targets != ignore_index).any()):
+        raise ValueError("logits, targets, ignore_index")
+    return 2.0 ** float(F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=ignore_index))
+"""),
+        ("the mean loss, not its exponential", """
+def perplexity(logits, targets, ignore_index=-100):
+    if logits.dim() != 3 or targets.shape != logits.shape[:2] or not bool((targets != ignore_index).any()):
+        raise ValueError("logits, targets, ignore_index")
+    return F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=ignore_index)
+"""),
+        ("no check for a batch with nothing counted (returns nan)", """
+def perplexity(logits, targets, ignore_index=-100):
+    if logits.dim() != 3 or targets.shape != logits.shape[:2]:
+        raise ValueError("logits, targets")
+    return torch.exp(F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=ignore_index))
+"""),
+    ],
+    "12.3": [
+        ("<sep> itself is a target (off by one)", """
+def translation_lm_targets(tokens, sep_id, pad_id, ignore_index=-100):
+    if tokens.dim() != 2 or not bool(((tokens == sep_id).sum(1) == 1).all()):
+        raise ValueError("tokens, sep_id")
+    sep_at = (tokens == sep_id).int().argmax(1)
+    targets = tokens[:, 1:].clone()
+    ignored = (torch.arange(1, tokens.size(1))[None] < sep_at[:, None]) | (targets == pad_id)
+    return tokens[:, :-1], targets.masked_fill(ignored, ignore_index)
+"""),
+        ("the first translated token is left out (off by one)", """
+def translation_lm_targets(tokens, sep_id, pad_id, ignore_index=-100):
+    if tokens.dim() != 2 or not bool(((tokens == sep_id).sum(1) == 1).all()):
+        raise ValueError("tokens, sep_id")
+    sep_at = (tokens == sep_id).int().argmax(1)
+    targets = tokens[:, 1:].clone()
+    ignored = (torch.arange(1, tokens.size(1))[None] <= sep_at[:, None] + 1) | (targets == pad_id)
+    return tokens[:, :-1], targets.masked_fill(ignored, ignore_index)
+"""),
+        ("padding counted", """
+def translation_lm_targets(tokens, sep_id, pad_id, ignore_index=-100):
+    if tokens.dim() != 2 or not bool(((tokens == sep_id).sum(1) == 1).all()):
+        raise ValueError("tokens, sep_id")
+    sep_at = (tokens == sep_id).int().argmax(1)
+    targets = tokens[:, 1:].clone()
+    return tokens[:, :-1], targets.masked_fill(torch.arange(1, tokens.size(1))[None] <= sep_at[:, None], ignore_index)
+"""),
+        ("the English side is counted too (only padding ignored)", """
+def translation_lm_targets(tokens, sep_id, pad_id, ignore_index=-100):
+    if tokens.dim() != 2 or not bool(((tokens == sep_id).sum(1) == 1).all()):
+        raise ValueError("tokens, sep_id")
+    targets = tokens[:, 1:].clone()
+    return tokens[:, :-1], targets.masked_fill(targets == pad_id, ignore_index)
+"""),
+        ("the first row's <sep> used for every row", """
+def translation_lm_targets(tokens, sep_id, pad_id, ignore_index=-100):
+    if tokens.dim() != 2 or not bool(((tokens == sep_id).sum(1) == 1).all()):
+        raise ValueError("tokens, sep_id")
+    sep_at = int((tokens[0] == sep_id).int().argmax())
+    targets = tokens[:, 1:].clone()
+    ignored = (torch.arange(1, tokens.size(1))[None] <= sep_at) | (targets == pad_id)
+    return tokens[:, :-1], targets.masked_fill(ignored, ignore_index)
+"""),
+        ("masks tokens in place", """
+def translation_lm_targets(tokens, sep_id, pad_id, ignore_index=-100):
+    if tokens.dim() != 2 or not bool(((tokens == sep_id).sum(1) == 1).all()):
+        raise ValueError("tokens, sep_id")
+    sep_at = (tokens == sep_id).int().argmax(1)
+    position = torch.arange(tokens.size(1))[None]
+    inputs = tokens[:, :-1].clone()
+    tokens.masked_fill_((position <= sep_at[:, None]) | (tokens == pad_id), ignore_index)
+    return inputs, tokens[:, 1:]
+"""),
+        ("a row with two <sep> accepted", """
+def translation_lm_targets(tokens, sep_id, pad_id, ignore_index=-100):
+    if tokens.dim() != 2 or not bool(((tokens == sep_id).sum(1) >= 1).all()):
+        raise ValueError("tokens, sep_id")
+    sep_at = (tokens == sep_id).int().argmax(1)
+    targets = tokens[:, 1:].clone()
+    ignored = (torch.arange(1, tokens.size(1))[None] <= sep_at[:, None]) | (targets == pad_id)
+    return tokens[:, :-1], targets.masked_fill(ignored, ignore_index)
+"""),
+    ],
+    "13.1": [
+        ("the library's rotate-half layout (pairs i and i + d/2)", """
+def rope_interleaved(x, positions, base=10000.0):
+    if x.dim() < 2 or x.size(-1) % 2 or positions.dim() != 1 or len(positions) != x.size(-2):
+        raise ValueError("x, positions")
+    d = x.size(-1)
+    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = positions.double()[:, None] * theta[None]
+    cos, sin = torch.cat((angle.cos(), angle.cos()), -1), torch.cat((angle.sin(), angle.sin()), -1)
+    x1, x2 = x.double().chunk(2, dim=-1)
+    return (x.double() * cos + torch.cat((-x2, x1), -1) * sin).to(x.dtype)
+"""),
+        ("turns the other way (sign of the sine)", """
+def rope_interleaved(x, positions, base=10000.0):
+    if x.dim() < 2 or x.size(-1) % 2 or positions.dim() != 1 or len(positions) != x.size(-2):
+        raise ValueError("x, positions")
+    d = x.size(-1)
+    angle = positions.double()[:, None] * base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)[None]
+    e, o = x[..., 0::2].double(), x[..., 1::2].double()
+    return torch.stack((e * angle.cos() + o * angle.sin(), -e * angle.sin() + o * angle.cos()), -1).flatten(-2).to(x.dtype)
+"""),
+        ("frequencies base ** (-i / d) instead of base ** (-2i / d)", """
+def rope_interleaved(x, positions, base=10000.0):
+    if x.dim() < 2 or x.size(-1) % 2 or positions.dim() != 1 or len(positions) != x.size(-2):
+        raise ValueError("x, positions")
+    d = x.size(-1)
+    angle = positions.double()[:, None] * base ** (-torch.arange(0, d // 2, dtype=torch.float64) / d)[None]
+    e, o = x[..., 0::2].double(), x[..., 1::2].double()
+    return torch.stack((e * angle.cos() - o * angle.sin(), e * angle.sin() + o * angle.cos()), -1).flatten(-2).to(x.dtype)
+"""),
+        ("positions ignored (arange(seq_len))", """
+def rope_interleaved(x, positions, base=10000.0):
+    if x.dim() < 2 or x.size(-1) % 2 or positions.dim() != 1 or len(positions) != x.size(-2):
+        raise ValueError("x, positions")
+    d = x.size(-1)
+    pos = torch.arange(x.size(-2), dtype=torch.float64)
+    angle = pos[:, None] * base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)[None]
+    e, o = x[..., 0::2].double(), x[..., 1::2].double()
+    return torch.stack((e * angle.cos() - o * angle.sin(), e * angle.sin() + o * angle.cos()), -1).flatten(-2).to(x.dtype)
+"""),
+        ("base ignored (always 10000)", """
+def rope_interleaved(x, positions, base=10000.0):
+    if x.dim() < 2 or x.size(-1) % 2 or positions.dim() != 1 or len(positions) != x.size(-2):
+        raise ValueError("x, positions")
+    d = x.size(-1)
+    angle = positions.double()[:, None] * 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)[None]
+    e, o = x[..., 0::2].double(), x[..., 1::2].double()
+    return torch.stack((e * angle.cos() - o * angle.sin(), e * angle.sin() + o * angle.cos()), -1).flatten(-2).to(x.dtype)
+"""),
+        ("evens then odds, not interleaved back", """
+def rope_interleaved(x, positions, base=10000.0):
+    if x.dim() < 2 or x.size(-1) % 2 or positions.dim() != 1 or len(positions) != x.size(-2):
+        raise ValueError("x, positions")
+    d = x.size(-1)
+    angle = positions.double()[:, None] * base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)[None]
+    e, o = x[..., 0::2].double(), x[..., 1::2].double()
+    return torch.cat((e * angle.cos() - o * angle.sin(), e * angle.sin() + o * angle.cos()), -1).to(x.dtype)
+"""),
+        ("no check of positions", """
+def rope_interleaved(x, positions, base=10000.0):
+    if x.dim() < 2 or x.size(-1) % 2:
+        raise ValueError("x")
+    d = x.size(-1)
+    positions = positions[: x.size(-2)]
+    angle = positions.double()[:, None] * base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)[None]
+    e, o = x[..., 0::2].double(), x[..., 1::2].double()
+    return torch.stack((e * angle.cos() - o * angle.sin(), e * angle.sin() + o * angle.cos()), -1).flatten(-2).to(x.dtype)
+"""),
+    ],
+    "13.2": [
+        ("tiled heads: query head h reads kv head h % n_kv_heads", """
+def grouped_query_attention(q, k, v, causal=False):
+    n_heads, n_kv = q.size(1), k.size(1)
+    if k.size(-1) != q.size(-1) or v.size(1) != n_kv or n_heads % n_kv:
+        raise ValueError("n_kv_heads, k")
+    k, v = k.repeat(1, n_heads // n_kv, 1, 1), v.repeat(1, n_heads // n_kv, 1, 1)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if causal:
+        q_len, k_len = q.size(2), k.size(2)
+        scores = scores.masked_fill(torch.arange(k_len)[None] > torch.arange(q_len)[:, None] + k_len - q_len, float("-inf"))
+    return torch.softmax(scores, -1) @ v
+"""),
+        ("causal mask aligned top-left (j <= i) when q_len < k_len", """
+def grouped_query_attention(q, k, v, causal=False):
+    n_heads, n_kv = q.size(1), k.size(1)
+    if k.size(-1) != q.size(-1) or v.size(1) != n_kv or n_heads % n_kv:
+        raise ValueError("n_kv_heads, k")
+    k, v = k.repeat_interleave(n_heads // n_kv, 1), v.repeat_interleave(n_heads // n_kv, 1)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if causal:
+        scores = scores.masked_fill(torch.arange(k.size(2))[None] > torch.arange(q.size(2))[:, None], float("-inf"))
+    return torch.softmax(scores, -1) @ v
+"""),
+        ("causal ignored", """
+def grouped_query_attention(q, k, v, causal=False):
+    n_heads, n_kv = q.size(1), k.size(1)
+    if k.size(-1) != q.size(-1) or v.size(1) != n_kv or n_heads % n_kv:
+        raise ValueError("n_kv_heads, k")
+    k, v = k.repeat_interleave(n_heads // n_kv, 1), v.repeat_interleave(n_heads // n_kv, 1)
+    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), -1) @ v
+"""),
+        ("scores not scaled by 1/sqrt(d_k)", """
+def grouped_query_attention(q, k, v, causal=False):
+    n_heads, n_kv = q.size(1), k.size(1)
+    if k.size(-1) != q.size(-1) or v.size(1) != n_kv or n_heads % n_kv:
+        raise ValueError("n_kv_heads, k")
+    k, v = k.repeat_interleave(n_heads // n_kv, 1), v.repeat_interleave(n_heads // n_kv, 1)
+    scores = q @ k.transpose(-2, -1)
+    if causal:
+        q_len, k_len = q.size(2), k.size(2)
+        scores = scores.masked_fill(torch.arange(k_len)[None] > torch.arange(q_len)[:, None] + k_len - q_len, float("-inf"))
+    return torch.softmax(scores, -1) @ v
+"""),
+        ("the queries grouped the wrong way (reshape to group, n_kv)", """
+def grouped_query_attention(q, k, v, causal=False):
+    b, n_heads, q_len, d = q.shape
+    n_kv, k_len = k.size(1), k.size(2)
+    if k.size(-1) != d or v.size(1) != n_kv or n_heads % n_kv:
+        raise ValueError("n_kv_heads, k")
+    g = q.reshape(b, n_heads // n_kv, n_kv, q_len, d).transpose(1, 2)
+    scores = g @ k[:, :, None].transpose(-2, -1) / math.sqrt(d)
+    if causal:
+        scores = scores.masked_fill(torch.arange(k_len)[None] > torch.arange(q_len)[:, None] + k_len - q_len, float("-inf"))
+    out = torch.softmax(scores, -1) @ v[:, :, None]
+    return out.reshape(b, n_heads, q_len, v.size(-1))
+"""),
+        ("no check that n_kv_heads divides n_heads", """
+def grouped_query_attention(q, k, v, causal=False):
+    n_heads, n_kv = q.size(1), k.size(1)
+    if k.size(-1) != q.size(-1) or v.size(1) != n_kv:
+        raise ValueError("k")
+    idx = torch.arange(n_heads) * n_kv // n_heads
+    k, v = k[:, idx], v[:, idx]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if causal:
+        q_len, k_len = q.size(2), k.size(2)
+        scores = scores.masked_fill(torch.arange(k_len)[None] > torch.arange(q_len)[:, None] + k_len - q_len, float("-inf"))
+    return torch.softmax(scores, -1) @ v
+"""),
+    ],
+    "13.3": [
+        ("keys only (the factor 2 for the values forgotten)", """
+def kv_cache_bytes(n_layers, n_heads, n_kv_heads, d_model, seq_len, batch, dtype):
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    if min(n_layers, n_heads, n_kv_heads, d_model, seq_len, batch) < 1 or d_model % n_heads or n_heads % n_kv_heads \\
+            or not dtype.is_floating_point:
+        raise ValueError("n_kv_heads d_model seq_len dtype")
+    return n_layers * batch * n_kv_heads * seq_len * (d_model // n_heads) * torch.empty((), dtype=dtype).element_size()
+"""),
+        ("n_heads where n_kv_heads belongs (the saving of GQA forgotten)", """
+def kv_cache_bytes(n_layers, n_heads, n_kv_heads, d_model, seq_len, batch, dtype):
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    if min(n_layers, n_heads, n_kv_heads, d_model, seq_len, batch) < 1 or d_model % n_heads or n_heads % n_kv_heads \\
+            or not dtype.is_floating_point:
+        raise ValueError("n_kv_heads d_model seq_len dtype")
+    return 2 * n_layers * batch * seq_len * d_model * torch.empty((), dtype=dtype).element_size()
+"""),
+        ("4 bytes per number whatever the dtype", """
+def kv_cache_bytes(n_layers, n_heads, n_kv_heads, d_model, seq_len, batch, dtype):
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    if min(n_layers, n_heads, n_kv_heads, d_model, seq_len, batch) < 1 or d_model % n_heads or n_heads % n_kv_heads \\
+            or not dtype.is_floating_point:
+        raise ValueError("n_kv_heads d_model seq_len dtype")
+    return 2 * n_layers * batch * n_kv_heads * seq_len * (d_model // n_heads) * 4
+"""),
+        ("bits, not bytes", """
+def kv_cache_bytes(n_layers, n_heads, n_kv_heads, d_model, seq_len, batch, dtype):
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    if min(n_layers, n_heads, n_kv_heads, d_model, seq_len, batch) < 1 or d_model % n_heads or n_heads % n_kv_heads \\
+            or not dtype.is_floating_point:
+        raise ValueError("n_kv_heads d_model seq_len dtype")
+    return 2 * n_layers * batch * n_kv_heads * seq_len * (d_model // n_heads) * torch.finfo(dtype).bits
+"""),
+        ("batch ignored", """
+def kv_cache_bytes(n_layers, n_heads, n_kv_heads, d_model, seq_len, batch, dtype):
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    if min(n_layers, n_heads, n_kv_heads, d_model, seq_len, batch) < 1 or d_model % n_heads or n_heads % n_kv_heads \\
+            or not dtype.is_floating_point:
+        raise ValueError("n_kv_heads d_model seq_len dtype")
+    return 2 * n_layers * n_kv_heads * seq_len * (d_model // n_heads) * torch.empty((), dtype=dtype).element_size()
+"""),
+        ("an integer dtype accepted", """
+def kv_cache_bytes(n_layers, n_heads, n_kv_heads, d_model, seq_len, batch, dtype):
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    if min(n_layers, n_heads, n_kv_heads, d_model, seq_len, batch) < 1 or d_model % n_heads or n_heads % n_kv_heads:
+        raise ValueError("n_kv_heads d_model seq_len")
+    return 2 * n_layers * batch * n_kv_heads * seq_len * (d_model // n_heads) * torch.empty((), dtype=dtype).element_size()
+"""),
+    ],
+    "13.4": [
+        ("the final RMSNorm forgotten", """
+def lm_parameter_count(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff, tie_embeddings):
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    if min(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff) < 1 or d_model % n_heads or n_heads % n_kv_heads:
+        raise ValueError("n_kv_heads d_model n_layers")
+    kv = n_kv_heads * (d_model // n_heads)
+    layer = 2 * d_model * d_model + 2 * d_model * kv + 3 * d_model * d_ff + 2 * d_model
+    return vocab_size * d_model * (1 if tie_embeddings else 2) + n_layers * layer
+"""),
+        ("the output projection counted when tied", """
+def lm_parameter_count(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff, tie_embeddings):
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    if min(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff) < 1 or d_model % n_heads or n_heads % n_kv_heads:
+        raise ValueError("n_kv_heads d_model n_layers")
+    kv = n_kv_heads * (d_model // n_heads)
+    layer = 2 * d_model * d_model + 2 * d_model * kv + 3 * d_model * d_ff + 2 * d_model
+    return 2 * vocab_size * d_model + n_layers * layer + d_model
+"""),
+        ("keys and values as wide as the queries (n_kv_heads ignored)", """
+def lm_parameter_count(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff, tie_embeddings):
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    if min(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff) < 1 or d_model % n_heads or n_heads % n_kv_heads:
+        raise ValueError("n_kv_heads d_model n_layers")
+    layer = 4 * d_model * d_model + 3 * d_model * d_ff + 2 * d_model
+    return vocab_size * d_model * (1 if tie_embeddings else 2) + n_layers * layer + d_model
+"""),
+        ("a two-matrix FFN (SwiGLU's gate forgotten)", """
+def lm_parameter_count(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff, tie_embeddings):
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    if min(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff) < 1 or d_model % n_heads or n_heads % n_kv_heads:
+        raise ValueError("n_kv_heads d_model n_layers")
+    kv = n_kv_heads * (d_model // n_heads)
+    layer = 2 * d_model * d_model + 2 * d_model * kv + 2 * d_model * d_ff + 2 * d_model
+    return vocab_size * d_model * (1 if tie_embeddings else 2) + n_layers * layer + d_model
+"""),
+        ("biases counted (the 2017 projections)", """
+def lm_parameter_count(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff, tie_embeddings):
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    if min(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff) < 1 or d_model % n_heads or n_heads % n_kv_heads:
+        raise ValueError("n_kv_heads d_model n_layers")
+    kv = n_kv_heads * (d_model // n_heads)
+    layer = 2 * d_model * d_model + 2 * d_model * kv + 3 * d_model * d_ff + 2 * d_model
+    layer += 2 * d_model + 2 * kv + 2 * d_ff + d_model
+    return vocab_size * d_model * (1 if tie_embeddings else 2) + n_layers * layer + d_model
+"""),
+        ("LayerNorm's bias counted (2 d_model per norm)", """
+def lm_parameter_count(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff, tie_embeddings):
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    if min(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff) < 1 or d_model % n_heads or n_heads % n_kv_heads:
+        raise ValueError("n_kv_heads d_model n_layers")
+    kv = n_kv_heads * (d_model // n_heads)
+    layer = 2 * d_model * d_model + 2 * d_model * kv + 3 * d_model * d_ff + 4 * d_model
+    return vocab_size * d_model * (1 if tie_embeddings else 2) + n_layers * layer + 2 * d_model
+"""),
+    ],
 }

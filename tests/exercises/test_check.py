@@ -20,7 +20,7 @@ cases = check.load_cases()
 def test_resolve_chapters():
     assert resolve_chapters(["4", "04", "05_multi_head_attention.ipynb", "ch10"], cases.NOTEBOOKS) == ["04", "05", "10"]
     assert resolve_chapters([], cases.NOTEBOOKS) == []
-    for bad in ("12", "0", "attention"):
+    for bad in ("14", "0", "attention"):
         with pytest.raises(ValueError, match="unknown chapter"):
             resolve_chapters([bad], cases.NOTEBOOKS)
 
@@ -277,7 +277,7 @@ def test_check_kill_keeps_the_finished_cases(tmp_path, capsys):
 
 
 def test_usage_errors_exit_2(tmp_path, capsys):
-    assert check.main(["12"]) == 2
+    assert check.main(["14"]) == 2
     assert "unknown chapter" in capsys.readouterr().err
     assert check.main(["--notebooks", str(tmp_path / "nowhere")]) == 2
     assert "is not a folder" in capsys.readouterr().err
@@ -369,8 +369,8 @@ def test_a_missing_folder_is_not_called_an_unknown_chapter(tmp_path, monkeypatch
         err = capsys.readouterr().err
         assert f"error: no such folder or chapter: {arg!r}" in err and "unknown chapter" not in err, err
         assert ", ".join(cases.NOTEBOOKS) in err and "Traceback" not in err, err
-    assert check.main(["12"]) == 2  # a chapter number stays a chapter
-    assert "unknown chapter '12'" in capsys.readouterr().err
+    assert check.main(["14"]) == 2  # a chapter number stays a chapter
+    assert "unknown chapter '14'" in capsys.readouterr().err
 
 
 def test_a_folder_without_notebooks_stops_at_once(tmp_path, capsys):
@@ -414,7 +414,7 @@ def test_version_and_usage_show_the_name_typed(monkeypatch, capsys, argv0, shown
     with pytest.raises(SystemExit):
         check.main(["--version"])
     assert capsys.readouterr().out.strip() == f"{shown} {course_lib.__version__}"
-    assert check.main(["12"]) == 2
+    assert check.main(["14"]) == 2
     assert capsys.readouterr().err.startswith(f"usage: {shown} ")
 
 
