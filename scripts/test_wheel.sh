@@ -46,7 +46,7 @@ step "built $(basename "$WHEEL")"
 import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 for need in ("course_exercises/cases/registry.py", "course_exercises/cases/shared.py",
-             "course_exercises/cases/ch01_motivation.py", "course_exercises/cases/ch11_pitfalls.py",
+             "course_exercises/cases/ch01_motivation.py", "course_exercises/cases/ch13_modern_block.py",
              "course_exercises/check_runner.py", "course_grader/child.py",
              "course_book/fonts/NotoSansSC-Regular-subset.ttf", "course_book/fonts/OFL.txt",
              "course_grader/SECURITY.md", "course_lib/check/__main__.py", "course_lib/grading.py"):

@@ -2,7 +2,7 @@
 
 ``registry.py`` (the framework: ``NOTEBOOKS``, ``EXERCISES``, ``Case``, ``_add``, the input helpers,
 the stand-ins' sources) names its parts in ``PARTS``: ``shared.py`` (helpers several chapters use)
-and ``ch01_motivation.py`` ... ``ch11_pitfalls.py``, which hold every case's ``expected()``
+and ``ch01_motivation.py`` ... ``ch13_modern_block.py``, which hold every case's ``expected()``
 (reference values). They are loaded by path, in order, as the one module ``course_exercise_cases``
 with :func:`course_exercises.check.load_cases` (the student's check command, the tests, the
 grader's trusted side); importing this package imports nothing.
