@@ -194,7 +194,9 @@ def _compare_exact(key: str, got: np.ndarray, ref: np.ndarray, verbose: bool = T
     wrong = got != ref
     if not wrong.any():
         return None
-    first = tuple(int(i) for i in np.argwhere(wrong)[0]) if ref.ndim else ()
+    if ref.ndim == 0:  # one number: say both (there is no index to name)
+        return f"`{key}` is {got.item()!r}; expected {ref.item()!r}."
+    first = tuple(int(i) for i in np.argwhere(wrong)[0])
     where = f"; first at index {first}" if first else ""
     msg = f"`{key}` differs at {int(wrong.sum())} of {ref.size} entries{where}"
     msg += f": got {got[first].item()!r}, expected {ref[first].item()!r}." if first else "."

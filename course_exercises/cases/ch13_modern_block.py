@@ -187,12 +187,17 @@ def _kv_args(key: str) -> dict:
                 seq_len=seq_len + 2, batch=batch, dtype=_KV_DTYPES[dtype])
 
 
+def _kv_key(a: dict) -> str:
+    """The result's key, named by the call's drawn inputs (a failing case shows the call to reproduce)."""
+    return "bytes_for_" + "_".join(f"{k}_{str(v).replace('torch.', '')}" for k, v in a.items())
+
+
 def _p_kv(ns: ModuleType, key: str) -> Arrays:
     a = _kv_args(key)
     what = "kv_cache_bytes(" + ", ".join(f"{k}={v}" for k, v in a.items()) + ")"
     size = to_array(ns.kv_cache_bytes(a["n_layers"], a["n_heads"], a["n_kv_heads"], a["d_model"], a["seq_len"], a["batch"],
                                       a["dtype"]), what, kind="i")
-    return {"bytes": size.reshape(())}
+    return {_kv_key(a): size.reshape(())}
 
 
 def _e_kv(key: str) -> Arrays:
@@ -206,7 +211,7 @@ def _e_kv(key: str) -> Arrays:
     with torch.no_grad():
         layer(torch.zeros(a["batch"], a["seq_len"], a["d_model"], dtype=a["dtype"]), cache=cache)
     per_layer = cache.key.numel() * cache.key.element_size() + cache.value.numel() * cache.value.element_size()
-    return {"bytes": np.array(a["n_layers"] * per_layer, dtype=np.int64)}
+    return {_kv_key(a): np.array(a["n_layers"] * per_layer, dtype=np.int64)}
 
 
 _KV_HINT = ("bytes = 2 (keys and values) * n_layers * batch * n_kv_heads * seq_len * (d_model // n_heads) * bytes per "
@@ -271,9 +276,17 @@ def _count_args(key: str) -> tuple:
     return (20 + vocab, n_heads * 2 * (1 + d_head % 4), 1 + n_layers % 4, n_heads, n_kv, 8 + d_ff % 90, tied)  # even head width (RoPE)
 
 
+_COUNT_NAMES = ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "tie_embeddings")
+
+
+def _count_key(args: tuple) -> str:
+    """The result's key, named by the call's drawn inputs (a failing case shows the call to reproduce)."""
+    return "parameters_for_" + "_".join(f"{k}_{v}" for k, v in zip(_COUNT_NAMES, args))
+
+
 def _p_count(ns: ModuleType, key: str) -> Arrays:
     args = _count_args(key)
-    return {"parameters": to_array(ns.lm_parameter_count(*args), f"lm_parameter_count{args}", kind="i").reshape(())}
+    return {_count_key(args): to_array(ns.lm_parameter_count(*args), f"lm_parameter_count{args}", kind="i").reshape(())}
 
 
 def _e_count(key: str) -> Arrays:
@@ -283,7 +296,8 @@ def _e_count(key: str) -> Arrays:
     vocab, d_model, n_layers, n_heads, n_kv, d_ff, tied = _count_args(key)
     config = LanguageModelConfig.modern(vocab, d_model=d_model, n_layers=n_layers, n_heads=n_heads, n_kv_heads=n_kv,
                                         d_ff=d_ff, tie_embeddings=tied, max_len=8)
-    return {"parameters": np.array(LanguageModel(config).num_parameters(), dtype=np.int64)}
+    return {_count_key((vocab, d_model, n_layers, n_heads, n_kv, d_ff, tied)): np.array(LanguageModel(config).num_parameters(),
+                                                                                       dtype=np.int64)}
 
 
 _COUNT_HINT = ("Embedding vocab_size * d_model; per layer: q and output projections d_model * d_model each, k and v d_model * "
