@@ -189,7 +189,8 @@ def _kv_args(key: str) -> dict:
 
 def _kv_key(a: dict) -> str:
     """The result's key, named by the call's drawn inputs (a failing case shows the call to reproduce)."""
-    return "bytes_for_" + "_".join(f"{k}_{str(v).replace('torch.', '')}" for k, v in a.items())
+    return (f"bytes_layers_{a['n_layers']}_heads_{a['n_heads']}_kv_heads_{a['n_kv_heads']}_d_model_{a['d_model']}_len_"
+            f"{a['seq_len']}_batch_{a['batch']}_{str(a['dtype']).replace('torch.', '')}")   # <= 100 characters (the grader's limit)
 
 
 def _p_kv(ns: ModuleType, key: str) -> Arrays:
@@ -276,12 +277,12 @@ def _count_args(key: str) -> tuple:
     return (20 + vocab, n_heads * 2 * (1 + d_head % 4), 1 + n_layers % 4, n_heads, n_kv, 8 + d_ff % 90, tied)  # even head width (RoPE)
 
 
-_COUNT_NAMES = ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "tie_embeddings")
+_COUNT_NAMES = ("vocab", "d_model", "layers", "heads", "kv_heads", "d_ff", "tied")
 
 
 def _count_key(args: tuple) -> str:
     """The result's key, named by the call's drawn inputs (a failing case shows the call to reproduce)."""
-    return "parameters_for_" + "_".join(f"{k}_{v}" for k, v in zip(_COUNT_NAMES, args))
+    return "parameters_" + "_".join(f"{k}_{v}" for k, v in zip(_COUNT_NAMES, args))   # <= 100 characters (the grader's limit)
 
 
 def _p_count(ns: ModuleType, key: str) -> Arrays:
