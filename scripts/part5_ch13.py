@@ -1,0 +1,202 @@
+"""The measurements of chapter 13 ("Today's block") that take longer than a chapter may run.
+
+Three experiments on tiny-shakespeare characters (``$COURSE_LIB_DATA/tinyshakespeare``),
+each written as a small JSON file under ``checkpoints/`` that the chapter loads and plots:
+
+* ``blocks``: the 2017 block (``LanguageModelConfig``: Post-LayerNorm, sinusoidal
+  positions added to scaled embeddings, ReLU FFN, biases) against today's block
+  (``LanguageModelConfig.modern``: Pre-RMSNorm, RoPE, SwiGLU, no biases), same sizes,
+  same batches, the same wall-clock budget of training per run, several seeds; the
+  validation loss is measured every ``--eval-every`` seconds of training (the clock
+  stops while it is measured). Both without dropout (a short run underfits).
+  -> ``checkpoints/ch13_blocks.json``
+* ``length``: today's block with sinusoidal, RoPE or ALiBi positions, trained on
+  windows of ``--train-len`` characters for ``--length-steps`` steps, then evaluated on
+  held-out windows of 1x, 2x and 4x that length: the loss at each position.
+  -> ``checkpoints/ch13_length.json``
+* ``decode``: KV-cache bytes and cached decoding speed (tokens/s, best of 3) of a
+  random-weight modern model with 8, 2 and 1 key/value heads.
+  -> ``checkpoints/ch13_decode.json``
+
+Reproduce (about 15 minutes on two busy cores)::
+
+    nice python scripts/part5_ch13.py all --threads 2
+
+Every run is seeded; wall-clock budgets make the *number of steps* depend on the
+machine's load (it is recorded with each run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from course_lib.data import CharVocabulary, lm_batches, load_tiny_shakespeare, split_text_ids
+from course_lib.language_model import LanguageModel, LanguageModelConfig
+
+OUT = Path(__file__).resolve().parent.parent / "checkpoints"
+SIZES = dict(d_model=64, n_heads=4, n_layers=2)
+
+
+def data():
+    text = load_tiny_shakespeare()
+    vocab = CharVocabulary(text)
+    train, valid = split_text_ids(torch.tensor(vocab.encode(text)), 0.1)
+    return vocab, train, valid
+
+
+def block_config(kind: str, vocab_size: int, max_len: int, **overrides) -> LanguageModelConfig:
+    """``"2017"``: the paper's block; ``"modern"``: today's (both without dropout)."""
+    sizes = {**SIZES, **overrides}
+    if kind == "2017":
+        return LanguageModelConfig(vocab_size, d_ff=4 * sizes["d_model"], dropout=0.0, max_len=max_len, **sizes)
+    return LanguageModelConfig.modern(vocab_size, max_len=max_len, **sizes)
+
+
+def trainer(model, lr: float, warmup: int):
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))
+
+    def step(x, y):
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        return float(loss.detach())
+
+    return step
+
+
+@torch.no_grad()
+def per_position_loss(model, batches) -> list[float]:
+    """Mean cross-entropy at each position over ``batches`` (nats per character)."""
+    model.eval()
+    total = None
+    for x, y in batches:
+        loss = F.cross_entropy(model(x).transpose(1, 2), y, reduction="none").mean(0)  # (seq_len,)
+        total = loss if total is None else total + loss
+    model.train()
+    return (total / len(batches)).tolist()
+
+
+def run_blocks(args) -> None:
+    vocab, train, valid = data()
+    held_out = list(lm_batches(valid, args.seq_len, 32, generator=torch.Generator().manual_seed(1), n_batches=8))
+    runs = []
+    for seed in args.seeds:
+        for kind in ("2017", "modern"):  # alternate, so load from other processes hits both alike
+            torch.manual_seed(seed)
+            model = LanguageModel(block_config(kind, len(vocab), args.seq_len))
+            step = trainer(model, args.lr, args.warmup)
+            batches = lm_batches(train, args.seq_len, args.batch, generator=torch.Generator().manual_seed(seed))
+            clock, steps, curve, next_eval = 0.0, 0, [], 0.0
+            while True:
+                if clock >= next_eval:  # the clock stops while the validation loss is measured
+                    curve.append({"seconds": round(clock, 2), "steps": steps,
+                                  "valid_loss": round(statistics.fmean(per_position_loss(model, held_out)), 4)})
+                    next_eval += args.eval_every
+                if clock >= args.budget:
+                    break
+                x, y = next(batches)
+                t0 = time.perf_counter()
+                step(x, y)
+                clock += time.perf_counter() - t0
+                steps += 1
+            runs.append({"block": kind, "seed": seed, "steps": steps, "parameters": model.num_parameters(),
+                         "valid_loss": curve[-1]["valid_loss"], "curve": curve})
+            print(f"{kind:>6} seed {seed}: {steps} steps in {clock:.0f} s, valid loss {curve[-1]['valid_loss']:.3f}", flush=True)
+    write("ch13_blocks.json", {"sizes": SIZES, "seq_len": args.seq_len, "batch": args.batch, "budget_s": args.budget,
+                               "lr": args.lr, "warmup": args.warmup, "threads": args.threads, "runs": runs})
+
+
+def run_length(args) -> None:
+    vocab, train, valid = data()
+    L = args.train_len
+    lengths = [L, 2 * L, 4 * L]
+    evals = {n: list(lm_batches(valid, n, 16, generator=torch.Generator().manual_seed(2), n_batches=args.length_eval_batches))
+             for n in lengths}
+    runs = []
+    for seed in args.seeds[: args.length_seeds]:
+        for positional in ("sinusoidal", "rope", "alibi"):
+            torch.manual_seed(seed)
+            model = LanguageModel(block_config("modern", len(vocab), 4 * L, positional=positional))
+            step = trainer(model, args.lr, args.warmup)
+            batches = lm_batches(train, L, args.batch, generator=torch.Generator().manual_seed(seed), n_batches=args.length_steps)
+            t0 = time.perf_counter()
+            for x, y in batches:
+                last = step(x, y)
+            losses = {str(n): [round(v, 4) for v in per_position_loss(model, evals[n])] for n in lengths}
+            runs.append({"positional": positional, "seed": seed, "train_loss": round(last, 4), "losses": losses})
+            means = ", ".join(f"{n}: {statistics.fmean(losses[str(n)]):.3f}" for n in lengths)
+            print(f"{positional:>10} seed {seed}: {time.perf_counter() - t0:.0f} s; mean valid loss {means}", flush=True)
+    write("ch13_length.json", {"sizes": SIZES, "train_len": L, "lengths": lengths, "steps": args.length_steps,
+                               "batch": args.batch, "lr": args.lr, "eval_windows": 16 * args.length_eval_batches,
+                               "runs": runs})
+
+
+@torch.no_grad()
+def run_decode(args) -> None:
+    from course_lib.decoding import GenerationConfig, generate
+
+    batch, prompt_len, new = 8, 16, 128
+    rows = []
+    for n_kv in (8, 2, 1):
+        torch.manual_seed(0)
+        config = LanguageModelConfig.modern(256, d_model=256, n_heads=8, n_kv_heads=n_kv, n_layers=4, max_len=prompt_len + new + 1)
+        model = LanguageModel(config).eval()
+        prompt = torch.randint(4, 256, (batch, prompt_len))
+        cache = model.new_cache()
+        model(torch.randint(4, 256, (batch, prompt_len + new)), cache=cache)
+        settings = GenerationConfig(max_len=new, eos_id=None)
+        generate(model, prompt, settings)  # warm-up
+        best = math.inf
+        for _ in range(3):
+            t0 = time.perf_counter()
+            generate(model, prompt, settings)
+            best = min(best, time.perf_counter() - t0)
+        rows.append({"n_kv_heads": n_kv, "cache_bytes": cache.num_bytes(), "tokens_per_s": round(batch * new / best, 1),
+                     "parameters": model.num_parameters()})
+        print(rows[-1], flush=True)
+    write("ch13_decode.json", {"d_model": 256, "n_heads": 8, "n_layers": 4, "batch": batch, "prompt_len": prompt_len,
+                               "new_tokens": new, "threads": args.threads, "rows": rows})
+
+
+def write(name: str, payload: dict) -> None:
+    path = OUT / name
+    path.write_text(json.dumps(payload, indent=1) + "\n")
+    print(f"wrote {path}", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("experiment", choices=["blocks", "length", "decode", "all"])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--budget", type=float, default=60.0, help="seconds of training per run (blocks)")
+    ap.add_argument("--eval-every", type=float, default=10.0)
+    ap.add_argument("--seq-len", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--train-len", type=int, default=64)
+    ap.add_argument("--length-steps", type=int, default=1200)
+    ap.add_argument("--length-seeds", type=int, default=2)
+    ap.add_argument("--length-eval-batches", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    for name, run in (("blocks", run_blocks), ("length", run_length), ("decode", run_decode)):
+        if args.experiment in (name, "all"):
+            run(args)
+
+
+if __name__ == "__main__":
+    main()
