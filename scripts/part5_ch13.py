@@ -13,6 +13,10 @@ each written as a small JSON file under ``checkpoints/`` that the chapter loads 
   machine shared with other work, wall-clock time would measure their load too; one
   thread's CPU time is the time the training itself took.
   -> ``checkpoints/ch13_blocks.json``
+* ``ablation``: today's block and five variants that each set one switch back to the
+  2017 block's choice (LayerNorm, sinusoidal positions, a ReLU FFN of width 4d,
+  biases, Post-norm), the same budget and clock as ``blocks``, seed 0 (``--ablation-seeds``).
+  -> ``checkpoints/ch13_ablation.json``
 * ``length``: today's block with sinusoidal, RoPE or ALiBi positions, trained on
   windows of ``--train-len`` characters for ``--length-steps`` steps, then evaluated on
   held-out windows of 1x, 2x and 4x that length: the loss at each position.
@@ -22,9 +26,10 @@ each written as a small JSON file under ``checkpoints/`` that the chapter loads 
   modern model with 8, 2 and 1 key/value heads.
   -> ``checkpoints/ch13_decode.json``
 
-Reproduce (about 25 minutes on one core; the chapter's files came from)::
+Reproduce (about 30 minutes on one core; the chapter's files came from)::
 
     nice python scripts/part5_ch13.py blocks --threads 1
+    nice python scripts/part5_ch13.py ablation --threads 1
     nice python scripts/part5_ch13.py length --threads 1 --length-steps 600
     nice python scripts/part5_ch13.py decode --threads 1
 
@@ -94,34 +99,62 @@ def per_position_loss(model, batches) -> list[float]:
     return (total / len(batches)).tolist()
 
 
+def train_for(config: LanguageModelConfig, seed: int, train, held_out, args) -> dict:
+    """Train ``config`` for ``args.budget`` CPU seconds; the validation loss every ``args.eval_every`` seconds."""
+    torch.manual_seed(seed)
+    model = LanguageModel(config)
+    step = trainer(model, args.lr, args.warmup)
+    batches = lm_batches(train, args.seq_len, args.batch, generator=torch.Generator().manual_seed(seed))
+    clock, steps, curve, next_eval = 0.0, 0, [], 0.0
+    while True:
+        if clock >= next_eval:  # the clock stops while the validation loss is measured
+            curve.append({"seconds": round(clock, 2), "steps": steps,
+                          "valid_loss": round(statistics.fmean(per_position_loss(model, held_out)), 4)})
+            next_eval += args.eval_every
+        if clock >= args.budget:
+            break
+        x, y = next(batches)
+        t0 = time.process_time()
+        step(x, y)
+        clock += time.process_time() - t0
+        steps += 1
+    return {"seed": seed, "steps": steps, "parameters": model.num_parameters(), "valid_loss": curve[-1]["valid_loss"],
+            "curve": curve}
+
+
 def run_blocks(args) -> None:
     vocab, train, valid = data()
     held_out = list(lm_batches(valid, args.seq_len, 32, generator=torch.Generator().manual_seed(1), n_batches=8))
     runs = []
     for seed in args.seeds:
         for kind in ("2017", "modern"):  # alternate, so load from other processes hits both alike
-            torch.manual_seed(seed)
-            model = LanguageModel(block_config(kind, len(vocab), args.seq_len))
-            step = trainer(model, args.lr, args.warmup)
-            batches = lm_batches(train, args.seq_len, args.batch, generator=torch.Generator().manual_seed(seed))
-            clock, steps, curve, next_eval = 0.0, 0, [], 0.0
-            while True:
-                if clock >= next_eval:  # the clock stops while the validation loss is measured
-                    curve.append({"seconds": round(clock, 2), "steps": steps,
-                                  "valid_loss": round(statistics.fmean(per_position_loss(model, held_out)), 4)})
-                    next_eval += args.eval_every
-                if clock >= args.budget:
-                    break
-                x, y = next(batches)
-                t0 = time.process_time()
-                step(x, y)
-                clock += time.process_time() - t0
-                steps += 1
-            runs.append({"block": kind, "seed": seed, "steps": steps, "parameters": model.num_parameters(),
-                         "valid_loss": curve[-1]["valid_loss"], "curve": curve})
-            print(f"{kind:>6} seed {seed}: {steps} steps in {clock:.0f} s, valid loss {curve[-1]['valid_loss']:.3f}", flush=True)
+            run = train_for(block_config(kind, len(vocab), args.seq_len), seed, train, held_out, args)
+            runs.append({"block": kind, **run})
+            print(f"{kind:>6} seed {seed}: {run['steps']} steps, valid loss {run['valid_loss']:.3f}", flush=True)
     write("ch13_blocks.json", {"sizes": SIZES, "seq_len": args.seq_len, "batch": args.batch, "budget_s": args.budget,
                                "lr": args.lr, "warmup": args.warmup, "threads": args.threads, "runs": runs})
+
+
+ABLATIONS = {  # today's block with one switch set back to the 2017 block's
+    "LayerNorm instead of RMSNorm": dict(norm="layer"),
+    "sinusoidal positions instead of RoPE": dict(positional="sinusoidal"),
+    "ReLU FFN (d_ff 4d) instead of SwiGLU": dict(activation="relu", d_ff=4 * SIZES["d_model"]),
+    "biases": dict(bias=True),
+    "Post-norm instead of Pre-norm": dict(norm_first=False),
+}
+
+
+def run_ablation(args) -> None:
+    vocab, train, valid = data()
+    held_out = list(lm_batches(valid, args.seq_len, 32, generator=torch.Generator().manual_seed(1), n_batches=8))
+    runs = []
+    for seed in args.seeds[: args.ablation_seeds]:
+        for name, change in {"today's block": {}, **ABLATIONS}.items():
+            run = train_for(block_config("modern", len(vocab), args.seq_len, **change), seed, train, held_out, args)
+            runs.append({"variant": name, "change": change, **run})
+            print(f"{name:>40} seed {seed}: {run['steps']} steps, valid loss {run['valid_loss']:.3f}", flush=True)
+    write("ch13_ablation.json", {"sizes": SIZES, "seq_len": args.seq_len, "batch": args.batch, "budget_s": args.budget,
+                                 "lr": args.lr, "warmup": args.warmup, "threads": args.threads, "runs": runs})
 
 
 def run_length(args) -> None:
@@ -186,7 +219,7 @@ def write(name: str, payload: dict) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("experiment", choices=["blocks", "length", "decode", "all"])
+    ap.add_argument("experiment", choices=["blocks", "ablation", "length", "decode", "all"])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--budget", type=float, default=60.0, help="CPU seconds of training per run (blocks)")
     ap.add_argument("--eval-every", type=float, default=10.0)
@@ -197,12 +230,13 @@ def main() -> None:
     ap.add_argument("--train-len", type=int, default=64)
     ap.add_argument("--length-steps", type=int, default=1200)
     ap.add_argument("--length-seeds", type=int, default=2)
+    ap.add_argument("--ablation-seeds", type=int, default=1)
     ap.add_argument("--length-eval-batches", type=int, default=4)
     ap.add_argument("--decode-rounds", type=int, default=5, help="timed rounds (decode); the best of each model is kept")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    for name, run in (("blocks", run_blocks), ("length", run_length), ("decode", run_decode)):
+    for name, run in (("blocks", run_blocks), ("ablation", run_ablation), ("length", run_length), ("decode", run_decode)):
         if args.experiment in (name, "all"):
             run(args)
 
