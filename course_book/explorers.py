@@ -10,7 +10,8 @@ Notebook 7 (which draw Vega-Lite natively), with or without a running kernel.
 Three calls make one:
 
 * :class:`Control` – one control: the data field it sets and its options;
-* :func:`heatmap_explorer` / :func:`bar_explorer` / :func:`line_explorer` – the chart;
+* :func:`heatmap_explorer` / :func:`bar_explorer` / :func:`line_explorer` /
+  :func:`vector_explorer` – the chart;
 * :func:`show_explorer` – display it (in a notebook: the chart, for the web
   book the same chart as HTML, and a one-line text description for readers
   without either).
@@ -37,7 +38,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 __all__ = [
-    "Control", "heatmap_explorer", "bar_explorer", "line_explorer", "explorer_bundle", "show_explorer", "inline_data",
+    "Control", "heatmap_explorer", "bar_explorer", "line_explorer", "vector_explorer", "explorer_bundle", "show_explorer",
+    "inline_data",
 ]
 
 _KINDS = ("slider", "select", "radio", "checkbox")
@@ -426,6 +428,69 @@ def line_explorer(
     _check_controls_act([curves, *([points] if points else [])], controls)
     chart = alt.layer(*layers).properties(width=width, height=height)
     return _with_controls(chart, controls, captions, width)
+
+
+def vector_explorer(
+    records: Sequence[Mapping[str, Any]],
+    *,
+    x: str,
+    y: str,
+    series: str,
+    panel: str,
+    controls: Sequence[Control],
+    captions: Sequence[Mapping[str, Any]] | None = None,
+    radius: float | None = None,
+    panel_titles: Mapping[Any, str] | None = None,
+    size: int = 170,
+):
+    """Arrows from the origin of a plane (one per ``series`` value), one square panel per ``panel`` value, that follow the controls.
+
+    Made for 2-D pairs of features that turn (rotary position embeddings): a
+    grey unit circle scaled to ``radius``, a line from ``(0, 0)`` to each
+    record's ``(x, y)`` and a dot at its tip, coloured by ``series``.
+
+    Args:
+        records: one dict per arrow per state: ``{x: float, y: float, series: str,
+            panel: ..., <control field>: ...}``.
+        x, y: the field names of the arrow's tip; series: its name (the colour);
+            panel: the field whose values get one panel each (in order of first appearance).
+        controls, captions: as in :func:`heatmap_explorer`.
+        radius: the half-width of every panel's square axes and the circle's radius
+            (default: the longest arrow over all states).
+        panel_titles: the title of each panel value (default ``"<panel> = <value>"``).
+        size: pixels of one panel's side.
+
+    Returns:
+        an Altair chart; display it with :func:`show_explorer`.
+
+    Raises:
+        ValueError: empty records, a record without a named field or a
+            control's field, a control option that no record has, or a control
+            that changes nothing from the starting state.
+    """
+    import altair as alt
+
+    _check_records(records, controls, [x, y, series, panel])
+    radius = radius or max(math.hypot(r[x], r[y]) for r in records)
+    scale = alt.Scale(domain=[-1.05 * radius, 1.05 * radius])
+    circle = alt.Chart(alt.Data(values=[{"t": t, "cx": radius * math.cos(t * math.pi / 36), "cy": radius * math.sin(t * math.pi / 36)}
+                                        for t in range(73)])).mark_line(color="lightgray").encode(
+        x=alt.X("cx:Q", scale=scale, title=None), y=alt.Y("cy:Q", scale=scale, title=None), order="t:Q")
+    base = _layer(records, controls, [x, y, series, panel])
+    colour = alt.Color(f"{series}:N", title=None)
+    panels = []
+    for value in dict.fromkeys(r[panel] for r in records):
+        mine = base.transform_filter(f"datum[{json.dumps(panel)}] == {json.dumps(value)}")
+        arrows = mine.mark_rule(strokeWidth=2).encode(
+            x=alt.X(f"{x}:Q", scale=scale, title=None), y=alt.Y(f"{y}:Q", scale=scale, title=None),
+            x2=alt.datum(0), y2=alt.datum(0), color=colour)
+        tips = mine.mark_point(filled=True, size=60).encode(
+            x=f"{x}:Q", y=f"{y}:Q", color=colour, tooltip=[f"{series}:N", alt.Tooltip(f"{x}:Q", format=".3f"),
+                                                            alt.Tooltip(f"{y}:Q", format=".3f")])
+        title = (panel_titles or {}).get(value, f"{panel} = {value}")
+        panels.append(alt.layer(circle, arrows, tips).properties(width=size, height=size, title=title))
+    _check_controls_act([records], controls)
+    return _with_controls(alt.hconcat(*panels, spacing=12), controls, captions, len(panels) * (size + 12))
 
 
 def _layer(records: Sequence[Mapping[str, Any]], controls: Sequence[Control], fields: Sequence[str]):

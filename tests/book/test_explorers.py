@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import pytest
@@ -213,3 +214,50 @@ def test_heatmap_rows_and_columns_keep_each_states_own_order():
     walk(spec)
     ranks = {(int(r["s"]), r["k"]): int(r["__x_rank"]) for r in rows}
     assert ranks[(2, "1 b")] == 2 and ranks[(3, "1 b")] == 1 and ranks[(2, "2 c")] == 1
+
+
+def _turning_pairs():
+    # a query and a key arrow in two panels (pairs) turning with the shift; the key lags by the offset
+    import math
+
+    return [{"shift": s, "offset": o, "pair": p, "arrow": name,
+             "x": math.cos((s + (0 if name == "query" else -o)) * (p + 1) * 0.3),
+             "y": math.sin((s + (0 if name == "query" else -o)) * (p + 1) * 0.3)}
+            for s in range(3) for o in range(2) for p in range(2) for name in ("query", "key")]
+
+
+def test_vector_explorer_draws_a_panel_per_value_filtered_by_the_controls():
+    from course_book.explorers import vector_explorer
+
+    captions = [{"shift": s, "offset": o, "caption": f"shift {s}, offset {o}"} for s in range(3) for o in range(2)]
+    spec = vector_explorer(_turning_pairs(), x="x", y="y", series="arrow", panel="pair", captions=captions,
+                           panel_titles={0: "pair 0", 1: "pair 1"},
+                           controls=[Control("shift", options=[0, 1, 2]), Control("offset", options=[0, 1], value=1)]).to_dict()
+    assert _all_params(spec)["ctl_offset"]["value"] == 1
+    text = json.dumps(spec)
+    assert '"title": "pair 0"' in text and '"title": "pair 1"' in text
+    filters = _filters(spec)
+    # each panel's arrows and tips: its own pair, and both controls
+    for p in (0, 1):
+        assert sum(f'datum["pair"] == {p}' in f for f in filters) == 2
+    assert sum("ctl_shift" in f and "ctl_offset" in f for f in filters) >= 3  # the arrows' layer and the captions
+    # the arrows start at the origin; both axes share one square domain
+    assert '"x2": {"datum": 0}' in text and '"y2": {"datum": 0}' in text
+    domains = {json.dumps(m.group(0)) for m in re.finditer(r'"domain": \[[^\]]*\]', text)}
+    assert len(domains) == 1
+
+
+def test_vector_explorer_refuses_a_control_that_changes_nothing_and_missing_fields():
+    from course_book.explorers import vector_explorer
+
+    still = [{**r, "x": 1.0, "y": 0.0} if r["arrow"] == "query" else {**r, "x": 0.0, "y": 1.0} for r in _turning_pairs()]
+    with pytest.raises(ValueError, match="control 'shift' changes nothing"):
+        vector_explorer(still, x="x", y="y", series="arrow", panel="pair", controls=[Control("shift", options=[0, 1, 2])])
+    with pytest.raises(ValueError, match=r"lack the field\(s\) \['pair_id'\]"):
+        vector_explorer(_turning_pairs(), x="x", y="y", series="arrow", panel="pair_id",
+                        controls=[Control("shift", options=[0, 1, 2])])
+    # the offset alone turns the key: the shift is refused when the arrows only depend on the offset
+    only_offset = [{**r, "x": math.cos(r["offset"]), "y": math.sin(r["offset"])} for r in _turning_pairs()]
+    with pytest.raises(ValueError, match="control 'shift' changes nothing"):
+        vector_explorer(only_offset, x="x", y="y", series="arrow", panel="pair",
+                        controls=[Control("shift", options=[0, 1, 2]), Control("offset", options=[0, 1])])
