@@ -136,6 +136,9 @@ def compare_arrays(key: str, got: np.ndarray, ref: np.ndarray, rtol: float, atol
         return f"`{key}` has {describe_dtype(got.dtype)}; expected {want}."
     if _KIND_NAMES[got.dtype.kind] != want:
         hint = " (a torch.bool tensor: True or False in each entry)" if want == "bool" else ""
+        if want == "int" and got.dtype.kind == "f" and bool(np.all(np.isfinite(got))) and bool(np.all(got == np.round(got))):
+            hint = " (its values are whole numbers: return an int - use // for an integer division such as " \
+                   "d_model // n_heads, not /, which gives a float)"
         return f"`{key}` has dtype kind {_KIND_NAMES[got.dtype.kind]}; expected {want}{hint}."
     if got.shape != ref.shape:
         msg = f"`{key}` has shape {tuple(got.shape)}; expected {tuple(ref.shape)}."
