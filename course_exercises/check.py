@@ -549,7 +549,7 @@ def format_report(run: CheckRun, exercises: dict[str, str], max_messages: int = 
                 details.append(_indent(textwrap.dedent(_drop_heading(r.message, ex)), "    "))
             rest = [r.id for r in really][max_messages:]
             if rest:
-                details.append(f"  ... and {len(rest)} more failing case(s): {', '.join(rest)}")
+                details.append(f"  ... and {len(rest)} more failing case{'s' if len(rest) > 1 else ''}: {', '.join(rest)}")
             for why in sorted({r.message for r in held}):  # one line per reason, naming its cases
                 these = [r.id for r in held if r.message == why]
                 kind = "a rejection case" if why.startswith(REJECTION_ALONE) else "a case with fixed inputs"

@@ -418,7 +418,7 @@ def test_one_number_answers_of_the_wrong_shape_or_size_say_what_came_back():
         with pytest.raises(TypeError) as info:
             case.produce(types.SimpleNamespace(**functions))
         assert is_return_type_error(info.value), info.value
-        assert error_line(str(info.value)).startswith("your function returned a value of the wrong type"), info.value
+        assert error_line(str(info.value)).startswith("your function returned a value of the wrong type or shape"), info.value
         return str(info.value)
 
     text = produce("12.2-drawn-padded-batch", perplexity=lambda logits, targets, ignore_index=-100: torch.ones(3))
@@ -442,7 +442,8 @@ def test_a_whole_number_float_where_an_int_is_asked_says_to_use_floor_division()
     expected = case.expected()
     produced = {k: v.astype(np.float64) for k, v in expected.items()}
     message = cases.compare(case, produced, expected)
-    assert "dtype kind float; expected int (its values are whole numbers: return an int - use //" in message, message
+    assert "dtype kind float; expected int (its values are whole numbers: return integers - divide with //, not /" \
+        in message, message
     assert "Return a Python int (use // for d_model // n_heads" in message, message
     produced = {k: v.astype(np.float64) + 0.5 for k, v in expected.items()}
     assert "whole numbers" not in cases.compare(case, produced, expected)
