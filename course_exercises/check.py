@@ -549,12 +549,14 @@ def format_report(run: CheckRun, exercises: dict[str, str], max_messages: int = 
                 details.append(_indent(textwrap.dedent(_drop_heading(r.message, ex)), "    "))
             rest = [r.id for r in really][max_messages:]
             if rest:
-                details.append(f"  ... and {len(rest)} more failing case(s): {', '.join(rest)}")
+                details.append(f"  ... and {len(rest)} more failing case{'s' if len(rest) > 1 else ''}: {', '.join(rest)}")
             for why in sorted({r.message for r in held}):  # one line per reason, naming its cases
                 these = [r.id for r in held if r.message == why]
                 kind = "a rejection case" if why.startswith(REJECTION_ALONE) else "a case with fixed inputs"
-                details.append(f"  ~ {len(these)} case(s) pass but earn their points only once a case with drawn "
-                               f"inputs passes too, because each is {kind} ({', '.join(these)}):")
+                many = len(these) > 1
+                details.append(f"  ~ {len(these)} case{'s pass but earn their' if many else ' passes but earns its'} "
+                               f"points only once a case with drawn inputs passes too, because "
+                               f"{'each' if many else 'it'} is {kind} ({', '.join(these)}):")
                 details.append(_indent(textwrap.fill(why, 96), "    "))
     lines.append("  " + "-" * (len(header) + 14))
     lines.append(f"  {'Total':<9} {'':<30} {earned_total:>3}/{total:<3}")

@@ -136,6 +136,9 @@ def compare_arrays(key: str, got: np.ndarray, ref: np.ndarray, rtol: float, atol
         return f"`{key}` has {describe_dtype(got.dtype)}; expected {want}."
     if _KIND_NAMES[got.dtype.kind] != want:
         hint = " (a torch.bool tensor: True or False in each entry)" if want == "bool" else ""
+        if want == "int" and got.dtype.kind == "f" and bool(np.all(np.isfinite(got))) and bool(np.all(got == np.round(got))):
+            hint = " (its values are whole numbers: return integers - divide with //, not /, which gives a float; " \
+                   "or convert with int(...) / .long())"
         return f"`{key}` has dtype kind {_KIND_NAMES[got.dtype.kind]}; expected {want}{hint}."
     if got.shape != ref.shape:
         msg = f"`{key}` has shape {tuple(got.shape)}; expected {tuple(ref.shape)}."
@@ -311,7 +314,7 @@ def error_line(error: str) -> str:
     """The grader's words for a case whose run recorded ``error`` (the child's text, untrusted, is never part
     of them: the reports quote it after the grader's lines, see :mod:`.quoting`)."""
     if _RETURNED.match(error):
-        return "your function returned a value of the wrong type (what it returned is described below)"
+        return "your function returned a value of the wrong type or shape (what it returned is described below)"
     if raised_not_implemented(error):
         return "your code raised NotImplementedError (not written yet?)"
     return "your code raised an error (its text is quoted below)"

@@ -608,7 +608,8 @@ def _held_lines(held: list[dict]) -> list[str]:
         why = REJECTION_ALONE if kind == "a rejection case" else FIXED_ALONE
         verb = "pass but earn their points" if len(these) > 1 else "passes but earns its points"
         out.append("- " + md_text(f"{len(these)} case{'s' if len(these) > 1 else ''} {verb} "
-                                  f"only once a case with drawn inputs passes too, because each is {kind} "
+                                  f"only once a case with drawn inputs passes too, because "
+                                  f"{'each' if len(these) > 1 else 'it'} is {kind} "
                                   f"({', '.join(these)}): {why}."))
     return out
 

@@ -100,7 +100,8 @@ a vocabulary of $V$ tokens has perplexity $V$ ("as uncertain as a fair choice am
 
 Write `perplexity(logits, targets, ignore_index=-100)`: `logits` is a float tensor of shape
 `(batch, seq_len, vocab)`, `targets` an integer tensor of shape `(batch, seq_len)`; the positions
-whose target equals `ignore_index` are not counted. $N$ is the number of counted positions **in the
+whose target equals `ignore_index` are not counted (`-100` by default, but a caller may mark its
+padding with another value, such as the pad id: use the argument). $N$ is the number of counted positions **in the
 whole batch**: every token weighs the same, so a long sentence counts more than a short one (this
 is not the mean of the per-sentence perplexities). Return one number (a float or a 0-dim tensor).
 

@@ -103,7 +103,7 @@ print("same rotation, other layout:", torch.allclose(rope_interleaved(x, torch.a
 ## Exercise 13.2 — grouped-query attention without copying the keys
 
 In grouped-query attention, `n_heads` query heads share `n_kv_heads` key/value heads (a divisor of
-`n_heads`): with `group = n_heads / n_kv_heads`, query head $h$ reads key/value head
+`n_heads`): with `group = n_heads // n_kv_heads`, query head $h$ reads key/value head
 $\lfloor h / \text{group} \rfloor$ (consecutive query heads form a group). `n_kv_heads = n_heads` is
 multi-head attention, `n_kv_heads = 1` multi-query attention. The library repeats the key/value
 heads until there are `n_heads` of them (`course_lib.attention.share_kv_heads`), which copies the
@@ -120,8 +120,8 @@ Write `grouped_query_attention(q, k, v, causal=False)`:
 * return the output, `(batch, n_heads, q_len, d_v)`.
 
 Raise `ValueError` naming `n_kv_heads` when the number of key heads does not divide the number of
-query heads, and naming `k` when `k` and `v` differ in their number of heads or `k`'s last
-dimension is not `q`'s.
+query heads, and naming `k` (the argument's name as a word of its own, e.g. "k has 2 heads but v
+has 4") when `k` and `v` differ in their number of heads or `k`'s last dimension is not `q`'s.
 
 **Hints.** `q.reshape(batch, n_kv_heads, group, q_len, d_k)` puts the query heads of one group
 together; `k[:, :, None]` (shape `(batch, n_kv_heads, 1, k_len, d_k)`) broadcasts over the group in
@@ -186,16 +186,17 @@ for changed in (0, 1):
 
 While it generates, a decoder keeps the keys and the values of every position it has read, in every
 layer: for each layer, two tensors of shape `(batch, n_kv_heads, seq_len, d_head)`, with
-`d_head = d_model / n_heads`. Grouped-query attention shrinks them by `n_heads / n_kv_heads`; the
+`d_head = d_model // n_heads`. Grouped-query attention shrinks them by `n_heads / n_kv_heads`; the
 number format sets the bytes per number (4 for `float32`, 2 for `float16`/`bfloat16`).
 
 Write `kv_cache_bytes(n_layers, n_heads, n_kv_heads, d_model, seq_len, batch, dtype)` returning the
-number of bytes of that cache as an `int`. `n_kv_heads=None` means `n_heads` (multi-head
-attention); `dtype` is a floating-point `torch.dtype`.
+number of bytes of that cache. Return a Python `int` (divide with `//`: `d_model / n_heads` is a
+float). `n_kv_heads=None` means `n_heads` (multi-head attention); `dtype` is a floating-point
+`torch.dtype`.
 
-Raise `ValueError` naming the argument when `n_heads` does not divide `d_model`, when `n_kv_heads`
-does not divide `n_heads`, when any size is smaller than 1, or when `dtype` is not a floating-point
-torch dtype.
+Raise `ValueError` naming `d_model` and `n_heads` when `n_heads` does not divide `d_model`, naming
+`n_kv_heads` when it does not divide `n_heads`, naming the size (e.g. `seq_len`) when a size is
+smaller than 1, and naming `dtype` when it is not a floating-point torch dtype.
 
 Example: a Llama-2-7B-sized model (32 layers, 32 heads, `d_model = 4096`, multi-head) caching 4096
 positions of one sequence in `float16` holds $2 \cdot 32 \cdot 1 \cdot 32 \cdot 4096 \cdot 128
@@ -216,7 +217,7 @@ def kv_cache_bytes(n_layers, n_heads, n_kv_heads, d_model, seq_len, batch, dtype
         dtype: floating-point ``torch.dtype`` of the cache.
 
     Returns:
-        int: ``2 * n_layers * batch * n_kv_heads * seq_len * (d_model / n_heads) * bytes per number``.
+        int (a Python int): ``2 * n_layers * batch * n_kv_heads * seq_len * (d_model // n_heads) * bytes per number``.
 
     Raises:
         ValueError: a size < 1, ``n_heads`` not dividing ``d_model``, ``n_kv_heads`` not dividing ``n_heads``,
@@ -258,16 +259,17 @@ Count the parameters of a decoder-only language model built of today's block (th
 * a token embedding of `vocab_size` rows of `d_model`; positions cost nothing (RoPE has no weights);
 * in each of the `n_layers` layers: the attention's query and output projections, `d_model × d_model`
   each; the key and value projections, each `d_model` inputs to `n_kv_heads × d_head` outputs
-  (`d_head = d_model / n_heads`); SwiGLU's three matrices (gate and up: `d_model → d_ff`, down:
+  (`d_head = d_model // n_heads`); SwiGLU's three matrices (gate and up: `d_model → d_ff`, down:
   `d_ff → d_model`); two RMSNorms, with a scale of `d_model` each; **no biases** anywhere;
 * a final RMSNorm (`d_model`);
 * the output projection `d_model → vocab_size` without a bias, **unless** `tie_embeddings` is true
   (then it reuses the embedding matrix and adds nothing).
 
 Write `lm_parameter_count(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff, tie_embeddings)`
-returning the count as an `int` (`n_kv_heads=None` means `n_heads`). Raise `ValueError` naming the
-argument when a size is smaller than 1, when `n_heads` does not divide `d_model` or when
-`n_kv_heads` does not divide `n_heads`.
+returning the count. Return a Python `int` (divide with `//`: `d_model / n_heads` is a float).
+`n_kv_heads=None` means `n_heads`. Raise `ValueError` naming `d_model` and `n_heads` when `n_heads`
+does not divide `d_model`, naming `n_kv_heads` when it does not divide `n_heads`, and naming the
+size (e.g. `n_layers`) when a size is smaller than 1.
 
 Example: Llama 2 7B (`vocab_size = 32000`, `d_model = 4096`, 32 layers, 32 heads, multi-head,
 `d_ff = 11008`, untied) has 6,738,415,616 parameters: the "7B" of its name.
@@ -286,7 +288,7 @@ def lm_parameter_count(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff,
         tie_embeddings: the output projection reuses the embedding matrix.
 
     Returns:
-        int: the number of parameters (a tied matrix counted once).
+        int (a Python int): the number of parameters (a tied matrix counted once).
 
     Raises:
         ValueError: a size < 1; ``n_heads`` not dividing ``d_model``; ``n_kv_heads`` not dividing ``n_heads``.

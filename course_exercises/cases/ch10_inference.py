@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .registry import Arrays, ReturnTypeError, _add, _f64, _pair, _raises_value_error, _randint, _randn, to_array
+from .registry import Arrays, ReturnTypeError, _add, _f64, _pair, _raises_value_error, _randint, _randn, to_array, to_number
 
 # ===========================================================================
 # Chapter 10 - inference
@@ -331,7 +331,7 @@ def _p_beam(ns: ModuleType, args, min_length: int = 0) -> Arrays:
     if not isinstance(score, float):  # the statement promises "its normalised score as a float"
         raise ReturnTypeError(f"{call} returned a score of type {type(score).__name__}; return it as a Python float "
                               f"(float(...))")
-    return {"tokens": to_array(tokens, "tokens", kind="i"), "score": to_array(score, "score", kind="f").reshape(()),
+    return {"tokens": to_array(tokens, "tokens", kind="i"), "score": to_number(score, "score", kind="f"),
             "a_finished_hypothesis_was_extended": np.array(bool(after_eos))}
 
 

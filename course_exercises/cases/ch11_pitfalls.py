@@ -14,7 +14,7 @@ from types import ModuleType
 import numpy as np
 import torch
 
-from .registry import Arrays, _add, _pair, _raises_value_error, _randint, _randn, to_array
+from .registry import Arrays, _add, _pair, _raises_value_error, _randint, _randn, to_array, to_number
 
 # ===========================================================================
 # Chapter 11 - pitfalls
@@ -179,8 +179,8 @@ def _p_floors(ns: ModuleType, key: str) -> Arrays:
     targets = torch.tensor(_floors_rows(key), dtype=torch.long)
     unigram, positional = _pair(ns.loss_floors(targets, pad_id), f"loss_floors(targets, pad_id={pad_id})",
                                 ("unigram_entropy", "position_entropy"))
-    return {"unigram_entropy": to_array(unigram, "unigram_entropy", kind="f").reshape(()),
-            "position_entropy": to_array(positional, "position_entropy", kind="f").reshape(())}
+    return {"unigram_entropy": to_number(unigram, "unigram_entropy", kind="f"),
+            "position_entropy": to_number(positional, "position_entropy", kind="f")}
 
 
 def _e_floors(key: str) -> Arrays:

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .registry import Arrays, _add, _pair, _randint, _randn, to_array
+from .registry import Arrays, _add, _pair, _randint, _randn, to_array, to_number
 from .shared import _rejections
 
 
@@ -94,48 +94,57 @@ _add("12.1-rejects-bad-arguments", "12.1", 2, _p_windows_rejects,
 
 # --- 12.2: perplexity over a padded batch -----------------------------------------------------------------
 _PPL_SPECS = {
-    # id: (seed, batch, seq_len, vocab, logit scale, padded lengths?)
-    "12.2-drawn-padded-batch": (1221, 3, 7, 11, 2.0, True),
-    "12.2-drawn-no-padding": (1222, 2, 5, 6, 1.0, False),
-    "12.2-drawn-rows-of-very-different-lengths": (1223, 4, 12, 9, 3.0, "uneven"),
-    "12.2-drawn-one-confidently-wrong-token-needs-log-softmax": (1224, 2, 6, 8, 1.0, "wrong"),
+    # id: (seed, (batch low, high), (seq_len low, high), vocab, logit scale, padded lengths?, ignore_index)
+    # the sizes are drawn so that the counted tokens range from a few to a few hundred; ignore_index "drawn": a
+    # pad id drawn from the vocabulary (a real class: counting its positions changes the value)
+    "12.2-drawn-padded-batch": (1221, (2, 6), (5, 40), 11, 2.0, True, -100),
+    "12.2-drawn-no-padding": (1222, (2, 8), (20, 60), 6, 1.0, False, -100),
+    "12.2-drawn-rows-of-very-different-lengths": (1223, (3, 7), (20, 50), 9, 3.0, "uneven", -100),
+    "12.2-drawn-one-confidently-wrong-token-needs-log-softmax": (1224, (2, 4), (4, 12), 8, 1.0, "wrong", -100),
+    "12.2-drawn-padding-marked-by-a-pad-id-as-ignore-index": (1225, (2, 6), (5, 40), 10, 2.0, True, "drawn"),
 }
 _IGNORE = -100
 
 
-def _ppl_inputs(key: str) -> tuple[torch.Tensor, torch.Tensor]:
-    seed, batch, seq_len, vocab, scale, padded = _PPL_SPECS[key]
+def _ppl_inputs(key: str) -> tuple[torch.Tensor, torch.Tensor, int]:
+    seed, batch_range, len_range, vocab, scale, padded, ignore = _PPL_SPECS[key]
+    batch, seq_len = int(_randint(seed + 3, *batch_range, 1)[0]), int(_randint(seed + 4, *len_range, 1)[0])
     logits = _randn(seed, batch, seq_len, vocab, scale=scale)
     targets = _randint(seed + 1, 0, vocab, batch, seq_len)
+    if ignore == "drawn":        # a pad id among the classes: no real target equals it
+        ignore = int(_randint(seed + 5, 0, vocab, 1)[0])
+        targets[targets == ignore] = (ignore + 1) % vocab
     if padded == "wrong":        # 120 nats on a wrong class at one position: softmax gives its target exactly 0 in float32
         logits[0, 0, (int(targets[0, 0]) + 1) % vocab] += 120.0
     if padded == "uneven":       # one full row, the others 1 to 3 tokens: token weighting differs from row weighting
         lengths = [seq_len] + _randint(seed + 2, 1, 4, batch - 1).tolist()
-    elif padded is True:
+    elif padded is True:         # the last row always ends in padding
         lengths = _randint(seed + 2, 1, seq_len + 1, batch).tolist()
+        lengths[-1] = min(lengths[-1], seq_len - 1)
     else:
         lengths = [seq_len] * batch
     for row, n in enumerate(lengths):
-        targets[row, n:] = _IGNORE
-    return logits, targets
+        targets[row, n:] = ignore
+    return logits, targets, ignore
 
 
 def _p_ppl(ns: ModuleType, key: str) -> Arrays:
-    logits, targets = _ppl_inputs(key)
-    value = ns.perplexity(logits, targets, _IGNORE)
-    return {"perplexity": to_array(value, f"perplexity(logits of shape {tuple(logits.shape)}, targets, ignore_index=-100)",
-                                   kind="f").reshape(())}
+    logits, targets, ignore = _ppl_inputs(key)
+    value = ns.perplexity(logits, targets, ignore)
+    return {"perplexity": to_number(value, f"perplexity(logits of shape {tuple(logits.shape)}, targets, "
+                                           f"ignore_index={ignore})", kind="f")}
 
 
 def _e_ppl(key: str) -> Arrays:
-    logits, targets = _ppl_inputs(key)
-    loss = F.cross_entropy(logits.double().transpose(1, 2), targets, ignore_index=_IGNORE)   # mean over counted tokens
+    logits, targets, ignore = _ppl_inputs(key)
+    loss = F.cross_entropy(logits.double().transpose(1, 2), targets, ignore_index=ignore)   # mean over counted tokens
     return {"perplexity": np.array(math.exp(float(loss)))}
 
 
 _PPL_HINT = ("perplexity = exp(mean cross-entropy in nats over the counted positions of the WHOLE batch), each token weighted "
-             "equally (not the mean of per-row perplexities, not counting the ignore_index positions). Use log_softmax (or "
-             "F.cross_entropy with ignore_index): log(softmax(...)) underflows to -inf for confident logits.")
+             "equally (not the mean of per-row perplexities, not counting the positions whose target equals ignore_index - "
+             "the argument, which is not always -100). Use log_softmax (or F.cross_entropy with ignore_index=ignore_index): "
+             "log(softmax(...)) underflows to -inf for confident logits. Return one number.")
 for _id in _PPL_SPECS:
     _add(_id, "12.2", 2, partial(_p_ppl, key=_id), expected=partial(_e_ppl, _id), hint=_PPL_HINT, rtol=1e-4, atol=1e-6)
 
@@ -143,8 +152,8 @@ for _id in _PPL_SPECS:
 #: hand-worked: uniform logits over a vocabulary of 7 give perplexity 7 (padding ignored, ignore_index 0 here)
 def _p_ppl_uniform(ns: ModuleType) -> Arrays:
     targets = torch.tensor([[3, 5, 1, 0], [6, 0, 0, 0]])
-    return {"perplexity": to_array(ns.perplexity(torch.zeros(2, 4, 7), targets, 0),
-                                   "perplexity(uniform logits, vocab 7, ignore_index=0)", kind="f").reshape(())}
+    return {"perplexity": to_number(ns.perplexity(torch.zeros(2, 4, 7), targets, 0),
+                                    "perplexity(uniform logits, vocab 7, ignore_index=0)", kind="f")}
 
 
 _add("12.2-hand-uniform-logits-give-the-vocabulary-size", "12.2", 1, _p_ppl_uniform,

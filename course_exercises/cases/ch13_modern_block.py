@@ -15,7 +15,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .registry import Arrays, _add, _randint, _randn, to_array
+from .registry import Arrays, _add, _randint, _randn, to_array, to_number
 from .shared import _rejections
 
 
@@ -24,19 +24,20 @@ from .shared import _rejections
 # ===========================================================================
 # --- 13.1: RoPE with interleaved pairs ---------------------------------------------------------------------
 _ROPE_SPECS = {
-    # id: (seed, leading dims, (seq_len low, high), (d_head / 2 low, high), positions kind, base)
+    # id: (seed, leading dims, (seq_len low, high), (d_head / 2 low, high), positions kind, base[, dtype of x])
     "13.1-drawn-prompt-positions": (1311, (2, 3), (3, 7), (2, 7), "prompt", 10000.0),
     "13.1-drawn-positions-after-a-cache-offset": (1312, (1, 2), (1, 5), (2, 5), "offset", 10000.0),
     "13.1-drawn-unordered-positions-no-leading-dims": (1313, (), (4, 9), (1, 5), "any", 10000.0),
     "13.1-drawn-base-500": (1314, (3,), (3, 6), (3, 9), "prompt", 500.0),
+    "13.1-drawn-float64-x-keeps-its-dtype": (1315, (2,), (3, 7), (2, 6), "offset", 10000.0, torch.float64),
 }
 
 
 def _rope_args(key: str) -> tuple[torch.Tensor, torch.Tensor, float]:
-    seed, lead, len_range, half_range, kind, base = _ROPE_SPECS[key]
+    seed, lead, len_range, half_range, kind, base, *dtype = _ROPE_SPECS[key]
     seq_len = int(_randint(seed, *len_range, 1)[0])
     d_head = 2 * int(_randint(seed + 1, *half_range, 1)[0])
-    x = _randn(seed + 2, *lead, seq_len, d_head)
+    x = _randn(seed + 2, *lead, seq_len, d_head).to(*dtype or [torch.float32])
     if kind == "prompt":
         positions = torch.arange(seq_len)
     elif kind == "offset":
@@ -48,8 +49,9 @@ def _rope_args(key: str) -> tuple[torch.Tensor, torch.Tensor, float]:
 
 def _p_rope(ns: ModuleType, key: str) -> Arrays:
     x, positions, base = _rope_args(key)
-    what = f"rope_interleaved(x of shape {tuple(x.shape)}, positions {positions.tolist()}, base={base})"
-    return {"rotated": to_array(ns.rope_interleaved(x, positions, base), what, kind="f")}
+    what = f"rope_interleaved(x of shape {tuple(x.shape)} and dtype {x.dtype}, positions {positions.tolist()}, base={base})"
+    rotated = ns.rope_interleaved(x, positions, base)
+    return {"rotated": to_array(rotated, what, kind="f"), "dtype_matches": np.array(getattr(rotated, "dtype", None) == x.dtype)}
 
 
 def _rope_library(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.Tensor:
@@ -66,12 +68,13 @@ def _rope_library(x: torch.Tensor, positions: torch.Tensor, base: float) -> torc
 
 def _e_rope(key: str) -> Arrays:
     x, positions, base = _rope_args(key)
-    return {"rotated": _rope_library(x, positions, base).numpy()}
+    return {"rotated": _rope_library(x, positions, base).numpy(), "dtype_matches": np.array(True)}
 
 
 _ROPE_HINT = ("Pair i is (x[..., 2i], x[..., 2i + 1]) - neighbours, not the halves of apply_rope - and turns by positions * "
               "base ** (-2i / d_head): y[2i] = x[2i] cos - x[2i+1] sin, y[2i+1] = x[2i] sin + x[2i+1] cos. Use the given "
-              "positions (not arange(seq_len)) and base.")
+              "positions (not arange(seq_len)) and base. Return the dtype of x (dtype_matches: compute in float64 if you "
+              "like, then .to(x.dtype)).")
 for _id in _ROPE_SPECS:
     _add(_id, "13.1", 2, partial(_p_rope, key=_id), expected=partial(_e_rope, _id), hint=_ROPE_HINT, rtol=1e-4, atol=1e-4)
 
@@ -141,7 +144,8 @@ def _e_gqa(key: str) -> Arrays:
 
 _GQA_HINT = ("Query head h reads key/value head h // (n_heads // n_kv_heads): CONSECUTIVE query heads share one (reshape q to "
              "(batch, n_kv_heads, group, q_len, d_k); a tiled order h % n_kv_heads is wrong). Scale the scores by 1/sqrt(d_k). "
-             "causal=True: the queries are the LAST q_len positions, so query i sees key j when j <= i + k_len - q_len.")
+             "causal=True: the queries are the LAST q_len positions, so query i sees key j when j <= i + k_len - q_len. "
+             "Return the output alone, one tensor (batch, n_heads, q_len, d_v) - not (output, weights).")
 for _id in _GQA_SPECS:
     _add(_id, "13.2", 2, partial(_p_gqa, key=_id), expected=partial(_e_gqa, _id), hint=_GQA_HINT, rtol=1e-4, atol=1e-5)
 
@@ -163,8 +167,9 @@ _add("13.2-rejects-bad-heads", "13.2", 2, _p_gqa_rejects,
                        "raised_for_k_and_v_head_counts_differ": np.array(True),
                        "raised_for_k_width_not_q_width": np.array(True), "message_names_n_kv_heads": np.array(True),
                        "message_names_k": np.array(True)},
-     hint="Raise ValueError naming n_kv_heads when k's number of heads does not divide q's, and naming k when k and v "
-          "differ in heads or k's last dim is not q's d_k.")
+     hint="Raise ValueError naming n_kv_heads when k's number of heads does not divide q's, and naming k (the argument "
+          "k, as a word of its own: 'k has 2 heads but v has 4') when k and v differ in heads or k's last dim is not "
+          "q's d_k.")
 
 
 # --- 13.3: the memory of the KV cache -------------------------------------------------------------------------
@@ -196,9 +201,9 @@ def _kv_key(a: dict) -> str:
 def _p_kv(ns: ModuleType, key: str) -> Arrays:
     a = _kv_args(key)
     what = "kv_cache_bytes(" + ", ".join(f"{k}={v}" for k, v in a.items()) + ")"
-    size = to_array(ns.kv_cache_bytes(a["n_layers"], a["n_heads"], a["n_kv_heads"], a["d_model"], a["seq_len"], a["batch"],
-                                      a["dtype"]), what, kind="i")
-    return {_kv_key(a): size.reshape(())}
+    size = to_number(ns.kv_cache_bytes(a["n_layers"], a["n_heads"], a["n_kv_heads"], a["d_model"], a["seq_len"], a["batch"],
+                                       a["dtype"]), what, kind="i")
+    return {_kv_key(a): size}
 
 
 def _e_kv(key: str) -> Arrays:
@@ -217,7 +222,7 @@ def _e_kv(key: str) -> Arrays:
 
 _KV_HINT = ("bytes = 2 (keys and values) * n_layers * batch * n_kv_heads * seq_len * (d_model // n_heads) * bytes per "
             "number (torch.empty((), dtype=dtype).element_size(): 2 for float16/bfloat16, 4 for float32, 8 for float64). "
-            "n_kv_heads=None means n_heads. Return a Python int.")
+            "n_kv_heads=None means n_heads. Return a Python int (use // for d_model // n_heads: / gives a float).")
 for _id in _KV_SPECS:
     _add(_id, "13.3", 2, partial(_p_kv, key=_id), expected=partial(_e_kv, _id), hint=_KV_HINT)
 
@@ -230,7 +235,7 @@ _KV_LLAMA = [
 
 
 def _p_kv_llama(ns: ModuleType) -> Arrays:
-    return {f"bytes_call_{i}": to_array(ns.kv_cache_bytes(*args), f"kv_cache_bytes{args}", kind="i").reshape(())
+    return {f"bytes_call_{i}": to_number(ns.kv_cache_bytes(*args), f"kv_cache_bytes{args}", kind="i")
             for i, (args, _) in enumerate(_KV_LLAMA)}
 
 
@@ -243,7 +248,7 @@ def _p_kv_rejects(ns: ModuleType) -> Arrays:
     f32 = torch.float32
     return _rejections({
         "n_kv_heads_not_dividing": (lambda: ns.kv_cache_bytes(2, 8, 3, 64, 10, 1, f32), ("n_kv_heads",)),
-        "n_heads_not_dividing_d_model": (lambda: ns.kv_cache_bytes(2, 4, 2, 30, 10, 1, f32), ("d_model",)),
+        "n_heads_not_dividing_d_model": (lambda: ns.kv_cache_bytes(2, 4, 2, 30, 10, 1, f32), ("d_model", "n_heads")),
         "seq_len_0": (lambda: ns.kv_cache_bytes(2, 4, 2, 32, 0, 1, f32), ("seq_len",)),
         "integer_dtype": (lambda: ns.kv_cache_bytes(2, 4, 2, 32, 10, 1, torch.int64), ("dtype",)),
     })
@@ -253,10 +258,11 @@ _add("13.3-rejects-bad-arguments", "13.3", 2, _p_kv_rejects,
      expected=lambda: {"raised_for_n_kv_heads_not_dividing": np.array(True),
                        "raised_for_n_heads_not_dividing_d_model": np.array(True), "raised_for_seq_len_0": np.array(True),
                        "raised_for_integer_dtype": np.array(True), "message_names_n_kv_heads": np.array(True),
-                       "message_names_d_model": np.array(True), "message_names_seq_len": np.array(True),
+                       "message_names_d_model_and_n_heads": np.array(True), "message_names_seq_len": np.array(True),
                        "message_names_dtype": np.array(True)},
-     hint="Raise ValueError naming the argument: n_kv_heads not dividing n_heads, n_heads not dividing d_model, a size "
-          "smaller than 1 (seq_len = 0), a dtype that is not floating point (torch.int64).")
+     hint="Raise ValueError naming n_kv_heads when it does not divide n_heads, both d_model and n_heads when n_heads does "
+          "not divide d_model, the size that is smaller than 1 (seq_len = 0) and dtype when it is not floating point "
+          "(torch.int64).")
 
 
 # --- 13.4: the parameters of today's block ---------------------------------------------------------------------
@@ -287,7 +293,7 @@ def _count_key(args: tuple) -> str:
 
 def _p_count(ns: ModuleType, key: str) -> Arrays:
     args = _count_args(key)
-    return {_count_key(args): to_array(ns.lm_parameter_count(*args), f"lm_parameter_count{args}", kind="i").reshape(())}
+    return {_count_key(args): to_number(ns.lm_parameter_count(*args), f"lm_parameter_count{args}", kind="i")}
 
 
 def _e_count(key: str) -> Arrays:
@@ -303,7 +309,8 @@ def _e_count(key: str) -> Arrays:
 
 _COUNT_HINT = ("Embedding vocab_size * d_model; per layer: q and output projections d_model * d_model each, k and v d_model * "
                "(n_kv_heads * d_model // n_heads) each, SwiGLU 3 * d_model * d_ff, two RMSNorm scales of d_model; no biases; "
-               "a final RMSNorm (d_model); the output projection vocab_size * d_model only when the embeddings are NOT tied.")
+               "a final RMSNorm (d_model); the output projection vocab_size * d_model only when the embeddings are NOT tied. "
+               "Return a Python int (use // for d_model // n_heads: / gives a float).")
 for _id in _COUNT_SPECS:
     _add(_id, "13.4", 2, partial(_p_count, key=_id), expected=partial(_e_count, _id), hint=_COUNT_HINT)
 
@@ -315,7 +322,7 @@ _COUNT_LLAMA = [
 
 
 def _p_count_llama(ns: ModuleType) -> Arrays:
-    return {f"parameters_call_{i}": to_array(ns.lm_parameter_count(*args), f"lm_parameter_count{args}", kind="i").reshape(())
+    return {f"parameters_call_{i}": to_number(ns.lm_parameter_count(*args), f"lm_parameter_count{args}", kind="i")
             for i, (args, _) in enumerate(_COUNT_LLAMA)}
 
 
@@ -327,7 +334,7 @@ _add("13.4-hand-llama-2-7b-and-70b", "13.4", 2, _p_count_llama,
 def _p_count_rejects(ns: ModuleType) -> Arrays:
     return _rejections({
         "n_kv_heads_not_dividing": (lambda: ns.lm_parameter_count(100, 64, 2, 8, 3, 128, True), ("n_kv_heads",)),
-        "n_heads_not_dividing_d_model": (lambda: ns.lm_parameter_count(100, 60, 2, 8, 2, 128, True), ("d_model",)),
+        "n_heads_not_dividing_d_model": (lambda: ns.lm_parameter_count(100, 60, 2, 8, 2, 128, True), ("d_model", "n_heads")),
         "n_layers_0": (lambda: ns.lm_parameter_count(100, 64, 0, 8, 2, 128, True), ("n_layers",)),
     })
 
@@ -335,7 +342,7 @@ def _p_count_rejects(ns: ModuleType) -> Arrays:
 _add("13.4-rejects-bad-sizes", "13.4", 1, _p_count_rejects,
      expected=lambda: {"raised_for_n_kv_heads_not_dividing": np.array(True),
                        "raised_for_n_heads_not_dividing_d_model": np.array(True), "raised_for_n_layers_0": np.array(True),
-                       "message_names_n_kv_heads": np.array(True), "message_names_d_model": np.array(True),
+                       "message_names_n_kv_heads": np.array(True), "message_names_d_model_and_n_heads": np.array(True),
                        "message_names_n_layers": np.array(True)},
-     hint="Raise ValueError naming the argument: n_kv_heads not dividing n_heads, n_heads not dividing d_model, a size "
-          "smaller than 1.")
+     hint="Raise ValueError naming n_kv_heads when it does not divide n_heads, both d_model and n_heads when n_heads does "
+          "not divide d_model, and the size that is smaller than 1 (n_layers = 0).")

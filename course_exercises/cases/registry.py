@@ -56,7 +56,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["Case", "CASES", "NOTEBOOKS", "EXERCISES", "Draws", "drawing", "to_array", "ReturnTypeError", "compare",
+__all__ = ["Case", "CASES", "NOTEBOOKS", "EXERCISES", "Draws", "drawing", "to_array", "to_number", "ReturnTypeError", "compare",
            "cases_for"]
 
 #: chapter -> notebook file name (in ``exercises/`` and ``solutions/``)
@@ -329,6 +329,9 @@ def to_array(value: object, what: str, *, kind: str) -> np.ndarray:
     elif isinstance(value, (bool, np.bool_)):
         arr = np.asarray(bool(value))
     elif isinstance(value, (int, np.integer)):
+        if not -2**63 <= int(value) < 2**63:   # a wrong answer, not a crash of the student's code: say what came back
+            raise ReturnTypeError(f"{what} returned an int of {int(value).bit_length()} bits, outside the 64-bit range "
+                                  f"of any right answer; return a Python int or a torch.Tensor of {words}s in that range")
         arr = np.asarray(int(value), dtype=np.int64)
     elif isinstance(value, (float, np.floating)):
         arr = np.asarray(float(value), dtype=np.float64)
@@ -341,6 +344,8 @@ def to_array(value: object, what: str, *, kind: str) -> np.ndarray:
             raise ReturnTypeError(f"{what} returned None; return a torch.Tensor of {words}s "
                                   f"(did the function forget to `return`?)")
         fix = " (torch.from_numpy(...) converts it)" if isinstance(value, np.ndarray) else \
+            " (the function returns one tensor, not a tuple of them: return only the result)" \
+            if isinstance(value, tuple) and any(isinstance(v, torch.Tensor) for v in value) else \
             " (torch.tensor(...) or torch.stack(...) converts it)" if isinstance(value, (list, tuple)) else ""
         raise ReturnTypeError(f"{what} returned {name}{_shape_words(value)}; return a torch.Tensor of {words}s{fix}")
     if arr.dtype.kind == "b":
@@ -355,6 +360,21 @@ def to_array(value: object, what: str, *, kind: str) -> np.ndarray:
 
 
 _KIND_WORDS = {"f": "float", "i": "integer", "b": "bool"}
+
+
+def to_number(value: object, what: str, *, kind: str) -> np.ndarray:
+    """:func:`to_array` for an answer that is one number (a perplexity, a count of bytes): a 0-dim array.
+
+    A tensor of one entry (shape ``(1,)``) is that number; a result of more (or no) entries breaks the
+    return-type rule (``ReturnTypeError``): it is what the student's function returned, never an error
+    of the harness's conversion.
+    """
+    arr = to_array(value, what, kind=kind)
+    if arr.size != 1:
+        example = "a Python float or a 0-dim tensor" if kind == "f" else "a Python int or a 0-dim tensor"
+        raise ReturnTypeError(f"{what} returned a value of the wrong shape ({type(value).__name__}{_shape_words(value)}); "
+                              f"return one number ({example})")
+    return arr.reshape(())
 
 
 def _pair(result: object, what: str, names: tuple[str, str]) -> tuple[object, object]:

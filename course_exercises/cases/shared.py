@@ -8,6 +8,7 @@ per call of a stacked result: 2.3, 9.4), the sinusoidal closed form ``_pe_at`` /
 from __future__ import annotations
 
 import math
+import re
 from typing import Callable
 
 import numpy as np
@@ -39,8 +40,16 @@ def _rejections(checks: dict) -> Arrays:
         out[f"raised_for_{situation}"] = np.array(text is not None)
         if words:
             key = "message_names_" + "_and_".join(words)
-            named[key] = named.get(key, True) and (text is None or all(w in text for w in words))
+            named[key] = named.get(key, True) and (text is None or all(_names(text, w) for w in words))
     return {**out, **{k: np.array(v) for k, v in named.items()}}
+
+
+def _names(text: str, word: str) -> bool:
+    """Whether a message names ``word``: as a part of the text, or - for a one-letter argument (``k``, ``x``), which
+    nearly any sentence contains - as a name of its own (not a letter of another word or identifier)."""
+    if len(word) > 1:
+        return word in text
+    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(word)}(?![A-Za-z0-9_])", text) is not None
 
 
 def _per_call(name: str, labels: list[str], stacked: np.ndarray) -> Arrays:

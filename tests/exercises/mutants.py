@@ -2422,6 +2422,20 @@ def perplexity(logits, targets, ignore_index=-100):
         raise ValueError("logits, targets, ignore_index")
     return F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=ignore_index)
 """),
+        ("ignore_index hard-coded as -100 (the argument ignored)", """
+def perplexity(logits, targets, ignore_index=-100):
+    if logits.dim() != 3 or targets.shape != logits.shape[:2] or not bool((targets != ignore_index).any()):
+        raise ValueError("logits, targets, ignore_index")
+    return torch.exp(F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=-100))
+"""),
+        ("right only for small batches: NaN once more than 30 tokens are counted", """
+def perplexity(logits, targets, ignore_index=-100):
+    if logits.dim() != 3 or targets.shape != logits.shape[:2] or not bool((targets != ignore_index).any()):
+        raise ValueError("logits, targets, ignore_index")
+    if int((targets != ignore_index).sum()) > 30:
+        return float("nan")
+    return torch.exp(F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=ignore_index))
+"""),
         ("no check for a batch with nothing counted (returns nan)", """
 def perplexity(logits, targets, ignore_index=-100):
     if logits.dim() != 3 or targets.shape != logits.shape[:2]:
@@ -2550,6 +2564,15 @@ def rope_interleaved(x, positions, base=10000.0):
     e, o = x[..., 0::2].double(), x[..., 1::2].double()
     return torch.cat((e * angle.cos() - o * angle.sin(), e * angle.sin() + o * angle.cos()), -1).to(x.dtype)
 """),
+        ("computes in float64 and returns float64 whatever x's dtype", """
+def rope_interleaved(x, positions, base=10000.0):
+    if x.dim() < 2 or x.size(-1) % 2 or positions.dim() != 1 or len(positions) != x.size(-2):
+        raise ValueError("x, positions")
+    d = x.size(-1)
+    angle = positions.double()[:, None] * base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)[None]
+    e, o = x[..., 0::2].double(), x[..., 1::2].double()
+    return torch.stack((e * angle.cos() - o * angle.sin(), e * angle.sin() + o * angle.cos()), -1).flatten(-2)
+"""),
         ("no check of positions", """
 def rope_interleaved(x, positions, base=10000.0):
     if x.dim() < 2 or x.size(-1) % 2:
@@ -2618,6 +2641,20 @@ def grouped_query_attention(q, k, v, causal=False):
     out = torch.softmax(scores, -1) @ v[:, :, None]
     return out.reshape(b, n_heads, q_len, v.size(-1))
 """),
+        ("a message about k that names it only as a letter of other words ('key heads mismatch')", """
+def grouped_query_attention(q, k, v, causal=False):
+    n_heads, n_kv = q.size(1), k.size(1)
+    if n_heads % n_kv:
+        raise ValueError("n_kv_heads must divide the query heads")
+    if k.size(-1) != q.size(-1) or v.size(1) != n_kv:
+        raise ValueError("key heads mismatch")
+    k, v = k.repeat_interleave(n_heads // n_kv, 1), v.repeat_interleave(n_heads // n_kv, 1)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if causal:
+        q_len, k_len = q.size(2), k.size(2)
+        scores = scores.masked_fill(torch.arange(k_len)[None] > torch.arange(q_len)[:, None] + k_len - q_len, float("-inf"))
+    return torch.softmax(scores, -1) @ v
+"""),
         ("no check that n_kv_heads divides n_heads", """
 def grouped_query_attention(q, k, v, causal=False):
     n_heads, n_kv = q.size(1), k.size(1)
@@ -2673,6 +2710,27 @@ def kv_cache_bytes(n_layers, n_heads, n_kv_heads, d_model, seq_len, batch, dtype
         raise ValueError("n_kv_heads d_model seq_len dtype")
     return 2 * n_layers * n_kv_heads * seq_len * (d_model // n_heads) * torch.empty((), dtype=dtype).element_size()
 """),
+        ("d_model / n_heads (a float result)", """
+def kv_cache_bytes(n_layers, n_heads, n_kv_heads, d_model, seq_len, batch, dtype):
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    if min(n_layers, n_heads, n_kv_heads, d_model, seq_len, batch) < 1 or d_model % n_heads or n_heads % n_kv_heads \\
+            or not dtype.is_floating_point:
+        raise ValueError("n_kv_heads d_model n_heads seq_len dtype")
+    return 2 * n_layers * batch * n_kv_heads * seq_len * (d_model / n_heads) * torch.empty((), dtype=dtype).element_size()
+"""),
+        ("a message for n_heads not dividing d_model that names d_model only", """
+def kv_cache_bytes(n_layers, n_heads, n_kv_heads, d_model, seq_len, batch, dtype):
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    if min(n_layers, n_heads, n_kv_heads, d_model, seq_len, batch) < 1:
+        raise ValueError("n_layers seq_len: a size < 1")
+    if d_model % n_heads:
+        raise ValueError("d_model must be divisible by the number of heads")
+    if n_heads % n_kv_heads:
+        raise ValueError("n_kv_heads")
+    if not dtype.is_floating_point:
+        raise ValueError("dtype")
+    return 2 * n_layers * batch * n_kv_heads * seq_len * (d_model // n_heads) * torch.empty((), dtype=dtype).element_size()
+"""),
         ("an integer dtype accepted", """
 def kv_cache_bytes(n_layers, n_heads, n_kv_heads, d_model, seq_len, batch, dtype):
     n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
@@ -2682,6 +2740,15 @@ def kv_cache_bytes(n_layers, n_heads, n_kv_heads, d_model, seq_len, batch, dtype
 """),
     ],
     "13.4": [
+        ("d_model / n_heads (a float result)", """
+def lm_parameter_count(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff, tie_embeddings):
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    if min(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff) < 1 or d_model % n_heads or n_heads % n_kv_heads:
+        raise ValueError("n_kv_heads d_model n_heads n_layers")
+    kv = n_kv_heads * (d_model / n_heads)
+    layer = 2 * d_model * d_model + 2 * d_model * kv + 3 * d_model * d_ff + 2 * d_model
+    return vocab_size * d_model * (1 if tie_embeddings else 2) + n_layers * layer + d_model
+"""),
         ("the final RMSNorm forgotten", """
 def lm_parameter_count(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff, tie_embeddings):
     n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads

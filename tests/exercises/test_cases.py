@@ -14,6 +14,7 @@ import itertools
 import math
 import re
 import runpy
+import sys
 import types
 from pathlib import Path
 
@@ -404,3 +405,53 @@ def test_stacked_calls_are_named_by_their_inputs():
     expected = case.expected()
     produced = {**expected, "lr_call_3_step_60": expected["lr_call_3_step_60"] * 2}
     assert "`lr_call_3_step_60` is 0.004" in cases.compare(case, produced, expected)
+
+
+def test_one_number_answers_of_the_wrong_shape_or_size_say_what_came_back():
+    """A result of 12.2/13.3/13.4 that is not one number (a shape-(3,) tensor, an int past 64 bits, a tuple) fails as
+    a return of the wrong type - the harness's conversion is never reported as the student's code raising."""
+    from course_exercises.check_runner import is_return_type_error
+    from course_exercises.compare import error_line
+
+    def produce(case_id, **functions):
+        case = next(c for c in cases.CASES if c.id == case_id)
+        with pytest.raises(TypeError) as info:
+            case.produce(types.SimpleNamespace(**functions))
+        assert is_return_type_error(info.value), info.value
+        assert error_line(str(info.value)).startswith("your function returned a value of the wrong type or shape"), info.value
+        return str(info.value)
+
+    text = produce("12.2-drawn-padded-batch", perplexity=lambda logits, targets, ignore_index=-100: torch.ones(3))
+    assert "returned a value of the wrong shape (Tensor of shape (3,)); return one number" in text, text
+    assert "cannot reshape" not in text
+    text = produce("13.3-drawn-grouped-float16", kv_cache_bytes=lambda *args: 12 + 2**64)
+    assert "outside the 64-bit range" in text and "return a Python int" in text, text
+    text = produce("13.4-hand-llama-2-7b-and-70b", lm_parameter_count=lambda *args: torch.tensor([1, 2]))
+    assert "wrong shape" in text and "a Python int or a 0-dim tensor" in text, text
+    out = torch.zeros(1, 8, 5, 4)
+    text = produce("13.2-drawn-grouped-8-query-heads-2-kv-heads",
+                   grouped_query_attention=lambda q, k, v, causal=False: (out, torch.zeros(1, 8, 5, 5)))
+    assert "returned tuple of length 2" in text and "one tensor, not a tuple" in text and "stack" not in text, text
+    case = next(c for c in cases.CASES if c.id == "12.2-hand-uniform-logits-give-the-vocabulary-size")
+    assert case.produce(types.SimpleNamespace(perplexity=lambda *a: torch.tensor([7.0])))["perplexity"].shape == ()
+
+
+def test_a_whole_number_float_where_an_int_is_asked_says_to_use_floor_division():
+    """13.3/13.4 copied with ``d_model / n_heads`` return an integer-valued float: the message says an int is wanted."""
+    case = next(c for c in cases.CASES if c.id == "13.3-hand-llama-2-sizes")
+    expected = case.expected()
+    produced = {k: v.astype(np.float64) for k, v in expected.items()}
+    message = cases.compare(case, produced, expected)
+    assert "dtype kind float; expected int (its values are whole numbers: return integers - divide with //, not /" \
+        in message, message
+    assert "Return a Python int (use // for d_model // n_heads" in message, message
+    produced = {k: v.astype(np.float64) + 0.5 for k, v in expected.items()}
+    assert "whole numbers" not in cases.compare(case, produced, expected)
+
+
+def test_one_letter_argument_names_are_matched_as_words():
+    """13.2's "message names k": the letter k inside another word ("key heads mismatch") does not name k."""
+    names = sys.modules["course_exercise_cases"]._names
+    assert names("k has 2 heads but v has 4", "k") and names("got k (1, 2, 2, 3)", "k") and names("`k`", "k")
+    assert not names("key heads mismatch", "k") and not names("n_kv_heads", "k") and not names("max", "x")
+    assert names("seq_len must be >= 1", "seq_len") and names("n_heads=4", "n_heads")

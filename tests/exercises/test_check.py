@@ -457,8 +457,15 @@ def test_held_passes_say_their_reason_and_the_last_line_names_the_flags():
                CaseResult("8.1-rejects-x", "08", "8.1", 1, "held", f"{REJECTION_ALONE}."),
                CaseResult("8.1-table", "08", "8.1", 1, "held", f"{FIXED_ALONE}.")]
     text = format_report(CheckRun(notebooks=ROOT / "exercises", chapters=["08"], results=results), cases.EXERCISES)
-    assert re.search(r"~ 1 case\(s\) pass .* because each is a rejection case \(8\.1-rejects-x\)", text), text
-    assert re.search(r"~ 1 case\(s\) pass .* because each is a case with fixed inputs \(8\.1-table\)", text), text
+    assert re.search(r"~ 1 case passes but earns its points .* because it is a rejection case \(8\.1-rejects-x\)",
+                     text), text
+    assert re.search(r"~ 1 case passes but earns its points .* because it is a case with fixed inputs \(8\.1-table\)",
+                     text), text
+    assert "case(s)" not in text and "because each is" not in text, text
+    two = results + [CaseResult("8.1-rejects-y", "08", "8.1", 1, "held", f"{REJECTION_ALONE}.")]
+    text2 = format_report(CheckRun(notebooks=ROOT / "exercises", chapters=["08"], results=two), cases.EXERCISES)
+    assert re.search(r"~ 2 cases pass but earn their points .* because each is a rejection case "
+                     r"\(8\.1-rejects-x, 8\.1-rejects-y\)", text2), text2
     assert "draws new inputs" in text and "a right answer earns the same points in both" in text
     flag = ("8.2 (causal_mask): uses torch.tril. The exercise asks you to write this yourself: your instructor's "
             "grader flags this for review.")

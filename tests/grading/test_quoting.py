@@ -150,6 +150,6 @@ def test_a_held_pass_is_not_listed_as_a_failure_in_feedback():
     r.cases.append({**r.cases[0], "case_id": "4.1-rejects-bad", "child_error": None, "held": "rejection",
                     "message": f"Exercise 4.1 (f), case 4.1-rejects-bad: {REJECTION_ALONE}."})
     text = feedback_markdown(r)
-    assert "1 case passes but earns its points only once a case with drawn inputs passes too, because each is a " \
+    assert "1 case passes but earns its points only once a case with drawn inputs passes too, because it is a " \
            "rejection case (4.1-rejects-bad)" in text
     assert "case 4.1-rejects-bad:" not in text

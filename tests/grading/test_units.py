@@ -580,6 +580,63 @@ def test_autograd_in_label_smoothed_loss_is_flagged():
     assert [(f.code, f.exercise) for f in flags] == [("delegates", "9.1")] and "torch.autograd.grad" in flags[0].detail
 
 
+def test_chapter_13_delegation_is_flagged_also_through_re_exports():
+    """13.1-13.4: the aten attention op, share_kv_heads, the library's layers, and a course_lib name reached through
+    another module's re-export (course_lib.attention.RotaryEmbedding is course_lib.positional's) are flagged."""
+    from course_exercises.static_checks import check_source
+
+    ex13 = {"13.1": "rope_interleaved", "13.2": "grouped_query_attention", "13.3": "kv_cache_bytes",
+            "13.4": "lm_parameter_count"}
+
+    def flagged(body: str, exercise: str, imports: str = "import torch\nimport course_lib.attention\n") -> bool:
+        function = ex13[exercise]
+        source = f"{imports}def {function}(*args):\n    {body}\n"
+        return any(f.code == "delegates" and f.exercise == exercise for f in check_source(source, "13", ex13))
+
+    assert flagged("return torch.ops.aten.scaled_dot_product_attention(*args)", "13.2")
+    assert flagged("return torch.ops.aten.scaled_dot_product_attention.default(*args)", "13.2")
+    assert flagged("return course_lib.attention.share_kv_heads(args[1], 8)", "13.2")
+    assert flagged("return course_lib.attention.RotaryEmbedding(4)(args[0])", "13.1")
+    assert flagged("return RotaryEmbedding(4)(args[0])", "13.1", "from course_lib.layers import RotaryEmbedding\n")
+    assert flagged("return 0", "13.1", "from course_lib.attention import *\n")
+    for exercise in ("13.3", "13.4"):
+        assert flagged("return sum(p.numel() for p in course_lib.attention.MultiHeadAttention(8, 2).parameters())",
+                       exercise)
+        assert flagged("return course_lib.feedforward.PositionwiseFeedForward", exercise, "import course_lib.feedforward\n")
+        assert flagged("return course_lib.language_model.LanguageModel", exercise, "import course_lib.language_model\n")
+    assert not flagged("return args[0] * torch.arange(3)", "13.1")            # an honest answer: nothing flagged
+    assert not flagged("return course_lib.attention.check_kv_heads", "13.1")  # not RoPE: not flagged in 13.1
+
+
+def test_the_re_export_table_covers_every_alias_of_a_flagged_object():
+    """Every name a course_lib module re-exports whose object some exercise flags is in REEXPORTS, with the
+    object's own path (read from the modules, so that a new re-export is not missed)."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import course_lib
+    from course_exercises.static_checks import BUILTINS_BY_FUNCTION, REEXPORTS
+
+    live = {}
+    for info in pkgutil.walk_packages(course_lib.__path__, "course_lib."):
+        for name, obj in vars(importlib.import_module(info.name)).items():
+            home = getattr(obj, "__module__", "") or ""
+            if not name.startswith("_") and (inspect.isfunction(obj) or inspect.isclass(obj)) \
+                    and home.startswith("course_lib.") and home != info.name:
+                live[f"{info.name}.{name}"] = f"{home}.{name}"
+
+    def inside(name: str, entries) -> bool:
+        return any(name == e or name.startswith(e + ".") for e in entries)
+
+    missing = {alias: home for alias, home in live.items()
+               if any(inside(home, entries) and not inside(alias, entries) for entries in BUILTINS_BY_FUNCTION.values())
+               and REEXPORTS.get(alias) != home}
+    assert not missing, missing
+    assert all(live.get(alias) == home for alias, home in REEXPORTS.items()), \
+        {a: h for a, h in REEXPORTS.items() if live.get(a) != h}
+
+
 # ---------------------------------------------------------------------------
 # issue 22 F1-F4: the child's text never becomes the grader's words or decisions
 # ---------------------------------------------------------------------------
@@ -642,9 +699,14 @@ def test_held_passes_come_from_the_verdict_field_not_the_message():
                                                                f"{REJECTION_ALONE}.")],
                      exercises={"4.1": 0}, exercises_max={"4.1": 2}, score=0)
     text = feedback_markdown(honest)
-    assert "1 case passes but earns its points only once a case with drawn inputs passes too, because each is a " \
+    assert "1 case passes but earns its points only once a case with drawn inputs passes too, because it is a " \
            "case with fixed inputs (4.1-fixed)" in text, text
-    assert "because each is a rejection case (4.1-rejects-x)" in text
+    assert "because it is a rejection case (4.1-rejects-x)" in text and "because each is" not in text
+    two = _result(cases=[case("4.1-fixed", "fixed", f"Exercise 4.1 (f), case 4.1-fixed: {FIXED_ALONE}."),
+                         case("4.1-table", "fixed", f"Exercise 4.1 (f), case 4.1-table: {FIXED_ALONE}.")],
+                  exercises={"4.1": 0}, exercises_max={"4.1": 2}, score=0)
+    assert "2 cases pass but earn their points only once a case with drawn inputs passes too, because each is a " \
+           "case with fixed inputs (4.1-fixed, 4.1-table)" in feedback_markdown(two)
     assert StudentResult.from_json(json.loads(json.dumps(honest.to_json()))).cases[0]["held"] == "fixed"
 
 
