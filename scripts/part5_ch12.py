@@ -267,11 +267,14 @@ def run_sweep(budget_flops: float, seeds: list[int]) -> None:
                                  pad_id=None, amp="off", entropy_every=None, log_every=10, seed=seed, progress=False)
             t0 = time.perf_counter()
             train(model, lambda epoch, s=seed: lm_batches(train_ids, 64, 16, generator=torch.Generator().manual_seed(s * 1000 + epoch), n_batches=500), config)
-            runs.append({"d_model": d_model, "n_layers": n_layers, "seed": seed, "non_embedding_parameters": n, "steps": steps,
+            runs.append({"budget_flops": budget_flops, "d_model": d_model, "n_layers": n_layers, "seed": seed, "non_embedding_parameters": n, "steps": steps,
                          "tokens": steps * tokens_per_step, "train_s": round(time.perf_counter() - t0, 1),
                          "valid_loss": round(evaluate_loss(model, valid, pad_id=None)["loss"], 4)})
             print(runs[-1], flush=True)
-    write("sweep", {"budget_flops": budget_flops, "flops_rule": "6 * non-embedding parameters * tokens", "seq_len": 64,
+    old = json.loads((OUT / "sweep.json").read_text()) if (OUT / "sweep.json").exists() else {"runs": []}
+    runs = [dict(r, budget_flops=r.get("budget_flops", old.get("budget_flops"))) for r in old["runs"]
+            if r.get("budget_flops", old.get("budget_flops")) != budget_flops] + runs  # other budgets are kept
+    write("sweep", {"budgets_flops": sorted({r["budget_flops"] for r in runs}), "flops_rule": "6 * non-embedding parameters * tokens", "seq_len": 64,
                     "batch_size": 16, "seeds": seeds, "runs": runs})
 
 
@@ -281,6 +284,7 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=None, help="lm: per model; compare: per run")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seeds", type=int, nargs="*", default=None, help="sweep: seeds (default 0)")
+    p.add_argument("--budget-steps", type=int, nargs="*", default=None, help="sweep: budgets, in steps of the largest model (default 60 200)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     if a.section == "lm":
@@ -291,7 +295,8 @@ def main() -> int:
     elif a.section == "residual":
         run_residual([0, 1, 2], steps=100)
     else:
-        run_sweep(6 * 786_432 * 64 * 16 * 60, a.seeds or [0])
+        for budget_steps in a.budget_steps or [60, 200]:  # steps of the 128-wide, 4-layer model that the budget pays for
+            run_sweep(6 * 786_432 * 64 * 16 * budget_steps, a.seeds or [0])
     return 0
 
 
