@@ -222,7 +222,7 @@ def run_compare(seconds: float, seeds: list[int], n_test: int) -> None:
 
 
 # ----------------------------------------------------------------------------------------- residual
-def run_residual(seeds: list[int], steps: int, n_layers: int = 24) -> None:
+def run_residual(seeds: list[int], steps: int, n_layers: int = 24, lr: float = 1e-3, warmup: int = 30) -> None:
     recipe = LMRecipe(seq_len=64, batch_size=16)
     vocab, train_ids, valid_ids = build_lm_data(recipe)
     valid = list(lm_batches(valid_ids, 64, 16, generator=torch.Generator().manual_seed(7), n_batches=10))
@@ -233,14 +233,14 @@ def run_residual(seeds: list[int], steps: int, n_layers: int = 24) -> None:
             cfg = LanguageModelConfig(vocab_size=len(vocab), d_model=64, n_heads=4, n_layers=n_layers, d_ff=256, dropout=0.0,
                                       norm_first=True, activation="gelu", max_len=64, scale_embedding=False, scaled_residual_init=scaled)
             model = LanguageModel(cfg)
-            config = TrainConfig(max_steps=steps, lr=3e-3, warmup_steps=10, schedule="warmup_cosine", label_smoothing=0.0, pad_id=None,
+            config = TrainConfig(max_steps=steps, lr=lr, warmup_steps=warmup, schedule="warmup_cosine", label_smoothing=0.0, pad_id=None,
                                  clip_grad_norm=None, amp="off", entropy_every=None, log_every=5, seed=seed, progress=False)
             result = train(model, lambda epoch, s=seed: lm_batches(train_ids, 64, 16, generator=torch.Generator().manual_seed(s * 1000 + epoch), n_batches=500), config)
             runs.append({"scaled": scaled, "seed": seed, "valid_loss": round(evaluate_loss(model, valid, pad_id=None)["loss"], 4),
                          "steps": [h["step"] for h in result.history], "loss": [round(h["loss"], 4) for h in result.history],
                          "grad_norm": [round(h.get("grad_norm") or float("nan"), 3) for h in result.history]})
             print(scaled, seed, runs[-1]["valid_loss"], flush=True)
-    write("residual", {"n_layers": n_layers, "d_model": 64, "steps": steps, "lr": 3e-3, "seeds": seeds, "runs": runs})
+    write("residual", {"n_layers": n_layers, "d_model": 64, "steps": steps, "lr": lr, "warmup_steps": warmup, "seeds": seeds, "runs": runs})
 
 
 # -------------------------------------------------------------------------------------------- sweep
@@ -293,7 +293,7 @@ def main() -> int:
     elif a.section == "compare":
         run_compare(a.seconds or 200.0, [0, 1], n_test=500)
     elif a.section == "residual":
-        run_residual([0, 1, 2], steps=100)
+        run_residual([0, 1, 2], steps=300)
     else:
         for budget_steps in a.budget_steps or [60, 200]:  # steps of the 128-wide, 4-layer model that the budget pays for
             run_sweep(6 * 786_432 * 64 * 16 * budget_steps, a.seeds or [0])
