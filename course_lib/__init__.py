@@ -17,11 +17,13 @@ One module per concept, in chapter order:
 * :mod:`course_lib.validation`  - the input checks at the public entry points
 * :mod:`course_lib.translate`   - the English -> Chinese translator on the command line
 
-Part V of the book (chapters 12-13, in preparation) builds on the same layers:
+Part V of the book, "Today's models", builds on the same layers (chapter 12; chapter 13 in preparation):
 
-* :mod:`course_lib.normalization`  - RMSNorm beside LayerNorm
-* :mod:`course_lib.language_model` - a decoder-only language model; today's block (RMSNorm,
+* :mod:`course_lib.language_model` - a decoder-only language model (chapter 12); today's block (RMSNorm,
   rotary positions, SwiGLU, grouped-query attention, no biases) as switches of the layers above
+* :mod:`course_lib.lm_train`       - the character-level language model on the command line, data-parallel
+  under ``torchrun`` like the translator (chapter 12)
+* :mod:`course_lib.normalization`  - RMSNorm beside LayerNorm
 
 This package is the Transformer and nothing else. Beside it, in the same
 distribution: ``course_book`` (the book's listings, figures, explorers, quizzes,

@@ -1,4 +1,4 @@
-"""A decoder-only language model built from the course's own layers (Part V of the book, chapters 12 and 13, in preparation).
+"""A decoder-only language model built from the course's own layers (Part V of the book: chapter 12; today's block, chapter 13, in preparation).
 
 A GPT- or Llama-style model is the encoder layer of chapter 7 under a causal
 mask: self-attention that sees only earlier positions, then the FFN; no

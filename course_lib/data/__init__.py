@@ -32,7 +32,7 @@ Batches
     tgt_mask, n_tokens``), :func:`shift_right`, :func:`make_loader`, and the
     one-call :func:`make_dataloaders` (:class:`DataConfig` -> :class:`TranslationData`).
 
-Language-model text (Part V, in preparation)
+Language-model text (chapter 12)
     :class:`CharVocabulary`, :func:`chinese_side` (Tatoeba's Chinese
     sentences as one text), :func:`split_text_ids`, :func:`lm_batches`
     (random windows as ``(tokens[:-1], tokens[1:])``).

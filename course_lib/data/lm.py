@@ -1,4 +1,4 @@
-"""Text for a language model: a character vocabulary, a split, and batches of ``(tokens[:-1], tokens[1:])`` (Part V, in preparation)."""
+"""Text for a language model: a character vocabulary, a split, and batches of ``(tokens[:-1], tokens[1:])`` (chapter 12)."""
 
 from __future__ import annotations
 

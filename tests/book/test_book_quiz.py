@@ -41,8 +41,9 @@ def _questions_of(cell: dict) -> list[dict]:
     return shown[0]
 
 
-def test_there_are_eleven_chapters():
-    assert [p.name[:2] for p in CHAPTERS] == [f"{n:02d}" for n in range(1, 12)]
+def test_the_chapters_are_numbered_without_gaps():
+    assert len(CHAPTERS) >= 12
+    assert [p.name[:2] for p in CHAPTERS] == [f"{n:02d}" for n in range(1, len(CHAPTERS) + 1)]
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name[:2])
