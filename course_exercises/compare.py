@@ -25,7 +25,7 @@ import numpy as np
 __all__ = ["ResultError", "CaseVerdict", "read_array", "read_input_array", "decode_arrays",
            "compare_arrays", "describe_dtype", "judge_case", "error_line", "raised_type", "raised_not_implemented",
            "raised_memory_error",
-           "is_rejection_case", "unearned_passes", "REJECTION_ALONE", "FIXED_ALONE"]
+           "is_rejection_case", "is_edge_case", "unearned_passes", "REJECTION_ALONE", "FIXED_ALONE"]
 
 _ALLOWED = {np.dtype(np.float64): "f", np.dtype(np.int64): "i", np.dtype(np.bool_): "b"}
 _INPUT_DTYPES = {*_ALLOWED, np.dtype(np.float32)}
@@ -340,17 +340,27 @@ def raised_not_implemented(error: str | None) -> bool:
 
 
 #: why a passed rejection case earns nothing yet (shown to the student)
-REJECTION_ALONE = ("raising ValueError here is right, but no case of this exercise with inputs drawn for this run "
-                   "passes yet: this check counts once the function also works on good input (a function that "
+REJECTION_ALONE = ("raising ValueError here is right, but no general case of this exercise with inputs drawn for "
+                   "this run passes yet: this check counts once the function also works on good input (a function that "
                    "raises for every input would pass it)")
 #: why a passed case with fixed inputs earns nothing yet (shown to the student)
-FIXED_ALONE = ("this case's inputs are fixed (and public): it counts once a case of this exercise with inputs "
-               "drawn for this run passes too (a table of answers would pass it)")
+FIXED_ALONE = ("this case's inputs are fixed (and public): it counts once a general case of this exercise with "
+               "inputs drawn for this run passes too (a table of answers would pass it)")
 
 
 def is_rejection_case(case_id: str) -> bool:
     """Whether a case only checks that bad input raises ``ValueError`` (its id has ``-rejects-``)."""
     return "-rejects-" in case_id
+
+
+def is_edge_case(case_id: str) -> bool:
+    """Whether a drawn case is a special case that a partial answer passes (its id has ``-edge-``).
+
+    Example: exactly one window, or as many key/value heads as query heads,
+    where code that ignores the exercise's point still gives the right value.
+    It earns its own points but does not unlock the fixed and rejection cases.
+    """
+    return "-edge-" in case_id
 
 
 def unearned_passes(results) -> dict[str, str]:
@@ -362,12 +372,14 @@ def unearned_passes(results) -> dict[str, str]:
 
     A function that raises ``ValueError`` for every input passes every
     rejection case, and a table of answers passes every case with fixed
-    inputs. Such passes count only once the exercise also passes a value case
-    whose inputs were drawn for this run. The student's check command and the
-    grader both apply this rule.
+    inputs. Such passes count only once the exercise also passes a general
+    value case whose inputs were drawn for this run (not an edge case,
+    :func:`is_edge_case`). The student's check command and the grader both
+    apply this rule.
     """
     results = list(results)
-    solved = {ex for cid, ex, ok, drawn in results if ok and drawn and not is_rejection_case(cid)}
+    solved = {ex for cid, ex, ok, drawn in results
+              if ok and drawn and not is_rejection_case(cid) and not is_edge_case(cid)}
     return {cid: REJECTION_ALONE if is_rejection_case(cid) else FIXED_ALONE
             for cid, ex, ok, drawn in results
             if ok and ex not in solved and (is_rejection_case(cid) or not drawn)}

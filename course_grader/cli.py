@@ -30,7 +30,9 @@ neither lie inside a SUBMISSIONS path nor hold one (the reports would be graded
 as a submission, or written among the submissions). Every run draws new inputs from a new secret salt;
 with ``--reference MANIFEST`` a run reuses that manifest and its inputs, and
 then a submission whose hash did not change since it was graded against the
-same manifest is skipped unless ``--force``.
+same manifest is skipped unless ``--force``. Do not reuse a run's inputs once
+its feedback has been released: the reports show expected values, so a table
+copied from them would pass the reused cases (``SECURITY.md``, known limits).
 
 History: a report folder keeps earlier grades. Grading some chapters
 (``--chapters 04 05``) into it replaces, for each student graded now, those
@@ -147,7 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the course's cases registry (default: the package's course_exercises/cases/registry.py, with its chapter files)")
     p.add_argument("--reference", type=Path, default=None, metavar="MANIFEST",
                    help="reuse this reference manifest.json and its drawn inputs (it must match the solutions, "
-                        "cases and grader); without it every run draws new inputs")
+                        "cases and grader); without it every run draws new inputs. Do not reuse a run's inputs "
+                        "after its feedback was released: the reports show expected values (SECURITY.md)")
     p.add_argument("--sandbox", default="auto", choices=["auto", "namespaces", "userns", "nobody", "unsafe"],
                    help="sandbox strength (default: the strongest that works here)")
     p.add_argument("--unsafe-sandbox", action="store_true",

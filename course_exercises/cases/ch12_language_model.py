@@ -30,7 +30,7 @@ _WINDOWS_SPECS = {
     "12.1-drawn-overlapping-stride-1": (1202, (8, 16), (2, 6), (1, 2)),
     "12.1-drawn-stride-below-seq-len": (1203, (25, 45), (4, 9), (2, 4)),
     "12.1-drawn-stride-above-seq-len-skips-ids": (1204, (30, 50), (2, 5), (6, 9)),
-    "12.1-drawn-exactly-one-window": (1205, None, (3, 8), (1, 5)),
+    "12.1-drawn-edge-exactly-one-window": (1205, None, (3, 8), (1, 5)),
 }
 
 

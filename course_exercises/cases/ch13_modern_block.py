@@ -112,8 +112,8 @@ _GQA_SPECS = {
     # id: (seed, batch, n_heads, n_kv_heads, q_len, k_len, d_k, d_v, causal)
     "13.2-drawn-grouped-8-query-heads-2-kv-heads": (1321, 2, 8, 2, 5, 5, 4, 4, False),
     "13.2-drawn-grouped-causal-queries-are-the-last-positions": (1322, 1, 6, 3, 3, 7, 4, 5, True),
-    "13.2-drawn-multi-query-causal": (1323, 2, 4, 1, 6, 6, 3, 3, True),
-    "13.2-drawn-multi-head-kv-heads-equal-heads": (1324, 1, 3, 3, 4, 6, 2, 6, False),
+    "13.2-drawn-edge-multi-query-causal": (1323, 2, 4, 1, 6, 6, 3, 3, True),
+    "13.2-drawn-edge-multi-head-kv-heads-equal-heads": (1324, 1, 3, 3, 4, 6, 2, 6, False),
     "13.2-drawn-one-new-token-after-a-cache": (1325, 2, 8, 4, 1, 9, 4, 4, True),
 }
 
@@ -178,7 +178,7 @@ _KV_SPECS = {
     # id: (seed, dtype name, n_kv_heads: "grouped" | "multi-query" | "none" (None: as n_heads))
     "13.3-drawn-grouped-float16": (1331, "float16", "grouped"),
     "13.3-drawn-multi-query-bfloat16": (1332, "bfloat16", "multi-query"),
-    "13.3-drawn-n-kv-heads-none-float32": (1333, "float32", "none"),
+    "13.3-drawn-edge-n-kv-heads-none-float32": (1333, "float32", "none"),
     "13.3-drawn-grouped-float64": (1334, "float64", "grouped"),
 }
 
@@ -271,7 +271,7 @@ _COUNT_SPECS = {
     "13.4-drawn-grouped-untied": (1341, "grouped", False),
     "13.4-drawn-grouped-tied": (1342, "grouped", True),
     "13.4-drawn-multi-query-untied": (1343, "multi-query", False),
-    "13.4-drawn-n-kv-heads-none-tied": (1344, "none", True),
+    "13.4-drawn-edge-n-kv-heads-none-tied": (1344, "none", True),
 }
 
 

@@ -455,3 +455,13 @@ def test_one_letter_argument_names_are_matched_as_words():
     assert names("k has 2 heads but v has 4", "k") and names("got k (1, 2, 2, 3)", "k") and names("`k`", "k")
     assert not names("key heads mismatch", "k") and not names("n_kv_heads", "k") and not names("max", "x")
     assert names("seq_len must be >= 1", "seq_len") and names("n_heads=4", "n_heads")
+
+
+def test_every_exercise_with_an_edge_case_has_a_general_drawn_case():
+    """An edge case (``-edge-``) unlocks nothing, so its exercise needs another drawn value case."""
+    from course_exercises.compare import is_edge_case, is_rejection_case
+
+    drawn = [c for c in cases.CASES if "-drawn-" in c.id and not is_rejection_case(c.id)]
+    general = {c.exercise for c in drawn if not is_edge_case(c.id)}
+    edge = {c.exercise for c in drawn if is_edge_case(c.id)}
+    assert edge and edge <= general, sorted(edge - general)

@@ -398,6 +398,19 @@ def test_rejections_and_fixed_cases_count_only_with_a_drawn_value_case():
     assert unearned_passes([]) == {}
 
 
+def test_an_edge_case_earns_its_points_but_unlocks_nothing():
+    """A drawn special case that a partial answer passes (one window; as many key/value heads as query
+    heads) keeps its own points, but the fixed and rejection cases wait for a general drawn case."""
+    from course_exercises.compare import FIXED_ALONE, REJECTION_ALONE, unearned_passes
+
+    results = [("13.3-drawn-grouped", "13.3", False, True), ("13.3-drawn-edge-none", "13.3", True, True),
+               ("13.3-hand-llama", "13.3", True, False), ("13.3-rejects-d-model", "13.3", True, False)]
+    assert unearned_passes(results) == {"13.3-hand-llama": FIXED_ALONE, "13.3-rejects-d-model": REJECTION_ALONE}
+    results[0] = ("13.3-drawn-grouped", "13.3", True, True)
+    assert unearned_passes(results) == {}
+
+
+
 def test_seccomp_filter_denies_kernel_keyrings():
     """Keyrings are not namespaced: the child's filter must make add_key/keyctl fail (EPERM), nothing else."""
     import platform
