@@ -144,6 +144,8 @@ REEXPORTS: dict[str, str] = {
     "course_lib.lm_train.init_distributed": "course_lib.training.parallel.init_distributed",
     "course_lib.lm_train.lm_batches": "course_lib.data.lm.lm_batches",
     "course_lib.lm_train.load_checkpoint": "course_lib.training.checkpoints.load_checkpoint",
+    "course_lib.lm_train.load_tatoeba_en_zh": "course_lib.data.datasets.load_tatoeba_en_zh",
+    "course_lib.lm_train.load_tiny_shakespeare": "course_lib.data.datasets.load_tiny_shakespeare",
     "course_lib.lm_train.model_from_checkpoint": "course_lib.training.checkpoints.model_from_checkpoint",
     "course_lib.lm_train.split_text_ids": "course_lib.data.lm.split_text_ids",
     "course_lib.lm_train.train": "course_lib.training.loop.train",

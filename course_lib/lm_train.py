@@ -32,6 +32,7 @@ from typing import Any, Sequence
 import torch
 
 from . import __version__
+from .data import load_tatoeba_en_zh, load_tiny_shakespeare
 from .data.lm import CharVocabulary, chinese_side, lm_batches, split_text_ids
 from .decoding import GenerationConfig, generate
 from .language_model import LanguageModel, LanguageModelConfig
@@ -94,23 +95,18 @@ class LMRecipe:
 def load_lm_text(name: str, root: str | os.PathLike | None = None) -> str:
     """The text of one of :data:`LM_DATASETS`.
 
-    ``tinyshakespeare`` reads ``<root>/tinyshakespeare/input.txt`` (``root``
-    defaults to ``COURSE_LIB_DATA``); ``tatoeba-zh`` is
-    :func:`course_lib.data.chinese_side` of :func:`course_lib.data.load_tatoeba_en_zh`.
+    ``tinyshakespeare`` is :func:`course_lib.data.load_tiny_shakespeare`;
+    ``tatoeba-zh`` is :func:`course_lib.data.chinese_side` of
+    :func:`course_lib.data.load_tatoeba_en_zh` (both look in ``root``, then
+    ``COURSE_LIB_DATA``, then download).
 
     Raises:
-        ValueError: an unknown ``name``; FileNotFoundError: no tiny-shakespeare file.
+        ValueError: an unknown ``name``; course_lib.data.DataNotFoundError: no copy and no download.
     """
     check_choice(name, "name", LM_DATASETS)
     if name == "tatoeba-zh":
-        from .data import load_tatoeba_en_zh
-
         return chinese_side(load_tatoeba_en_zh(root))
-    folder = Path(root or os.environ.get("COURSE_LIB_DATA", "data"))
-    path = folder / "tinyshakespeare" / "input.txt"
-    if not path.is_file():
-        raise FileNotFoundError(f"no tiny-shakespeare at {path}: set COURSE_LIB_DATA to the folder holding tinyshakespeare/input.txt")
-    return path.read_text(encoding="utf-8")
+    return load_tiny_shakespeare(root)
 
 
 def build_lm_data(recipe: LMRecipe, root: str | os.PathLike | None = None) -> tuple[CharVocabulary, torch.Tensor, torch.Tensor]:

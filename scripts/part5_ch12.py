@@ -183,27 +183,6 @@ def comparison_models(vocab_size: int):
     return enc_dec, dec
 
 
-class cpu_clock:
-    """Inside ``with cpu_clock():`` the training loop's clock is this process's CPU time.
-
-    ``course_lib.training.train`` times its budget (and the cosine decay that
-    follows it) with ``time.perf_counter``; here it reads ``time.process_time``
-    instead. With one thread, that is the work done for this run alone: on a
-    shared machine, wall-clock time would also measure the other work's load
-    (chapter 13's script clocks the same way). No evaluation runs inside the
-    budget (``eval_every`` is off; the validation loss is measured after ``train``).
-    """
-
-    def __enter__(self):
-        from course_lib.training import loop
-        self.loop, self.saved = loop, loop.time
-        loop.time = type("CPUTime", (), {"perf_counter": staticmethod(time.process_time)})
-        return self
-
-    def __exit__(self, *exc):
-        self.loop.time = self.saved
-
-
 def compare_one_seed(seconds: float, seed: int, n_test: int, threads: int = 1):
     """The three translators of one seed, each trained for ``seconds`` of CPU time."""
     torch.set_num_threads(threads)
@@ -217,11 +196,10 @@ def compare_one_seed(seconds: float, seed: int, n_test: int, threads: int = 1):
         model = Transformer(enc_dec_cfg) if kind == "encoder-decoder" else DecoderTranslator(dec_cfg, prefix=kind == "prefix LM")
         make = seq2seq_batches if kind == "encoder-decoder" else decoder_batches
         valid = list(make(valid_p, vocab, 64, torch.Generator().manual_seed(999), 10))
-        config = TrainConfig(max_steps=100000, time_budget_s=seconds, lr=3e-3, warmup_steps=100, schedule="warmup_cosine",
+        config = TrainConfig(max_steps=100000, time_budget_s=seconds, budget_clock="cpu", lr=3e-3, warmup_steps=100, schedule="warmup_cosine",
                              label_smoothing=0.1, pad_id=PAD, clip_grad_norm=1.0, amp="off", entropy_every=None, log_every=10,
                              eval_every=100000, seed=seed, progress=False)
-        with cpu_clock():
-            result = train(model, lambda epoch, s=seed: make(train_p, vocab, 32, torch.Generator().manual_seed(s * 1000 + epoch), 500), config)
+        result = train(model, lambda epoch, s=seed: make(train_p, vocab, 32, torch.Generator().manual_seed(s * 1000 + epoch), 500), config)
         valid_loss = evaluate_loss(model, valid, pad_id=PAD)["loss"]
         t0 = time.perf_counter()
         out = (seq2seq_translate if kind == "encoder-decoder" else decoder_translate)(model, [e for e, _ in test_p], vocab)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..validation import check_choice, check_int, check_number, check_probability, config_from_dict
 from .loss import LOSS_CONVENTIONS
 
-__all__ = ["TrainConfig", "AMP_MODES"]
+__all__ = ["TrainConfig", "AMP_MODES", "BUDGET_CLOCKS"]
 
 
 _SCHEDULES = ("noam", "warmup_cosine", "warmup_constant")
@@ -21,6 +22,8 @@ AMP_MODES = ("auto", "off", "fp16", "bf16")
 
 
 _NORMALIZATIONS = ("batches", "tokens")
+#: the clocks ``time_budget_s`` can count: wall-clock time, or this process's CPU time
+BUDGET_CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
 @dataclass
@@ -35,6 +38,10 @@ class TrainConfig:
             follows elapsed time (``max`` of step and time fractions), so a
             wall-clock-limited run still ends at ``min_lr`` (not reproducible
             step for step: use ``max_steps`` for that).
+        budget_clock: what ``time_budget_s`` counts: ``"wall"`` (elapsed
+            time) or ``"cpu"`` (this process's CPU time, ``time.process_time``:
+            with one thread, the work of this run alone, whatever else a
+            shared machine is doing).
         optimizer: ``"adam"`` (the paper) or ``"adamw"`` (decoupled weight decay).
         lr: peak learning rate of the ``warmup_*`` schedules.
         schedule: ``"noam"`` (paper, eq. 3), ``"warmup_cosine"`` or ``"warmup_constant"``.
@@ -86,6 +93,7 @@ class TrainConfig:
 
     max_steps: int = 1000
     time_budget_s: float | None = None
+    budget_clock: str = "wall"
     optimizer: str = "adamw"
     lr: float = 1e-3
     schedule: str = "warmup_cosine"
@@ -115,6 +123,7 @@ class TrainConfig:
         self.betas = tuple(self.betas)  # type: ignore[assignment]
         check_int(self.max_steps, "max_steps")
         check_choice(self.optimizer, "optimizer", _OPTIMIZERS)
+        check_choice(self.budget_clock, "budget_clock", tuple(BUDGET_CLOCKS))
         check_choice(self.schedule, "schedule", _SCHEDULES)
         check_choice(self.smoothing_convention, "smoothing_convention", LOSS_CONVENTIONS)
         check_choice(self.amp, "amp", AMP_MODES)

@@ -12,7 +12,6 @@ import json
 import math
 import os
 import random
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
@@ -22,7 +21,7 @@ from torch import Tensor, nn
 from ..validation import model_setting
 from .batches import count_target_tokens, epoch_batches, group_target_tokens, model_logits, step_groups, unpack_batch
 from .checkpoints import set_rng_state, load_checkpoint, save_checkpoint
-from .config import TrainConfig
+from .config import BUDGET_CLOCKS, TrainConfig
 from .loss import label_smoothed_cross_entropy
 from .optimizer import build_optimizer, build_scheduler
 from .parallel import process_rank_and_world, ddp_no_sync, reduce_step_stats
@@ -212,7 +211,7 @@ def train(
     try:
         for group in step_batches(train_data, state):
             entry = train_step(state, group)  # forward, loss, backward, clip, optimizer and scheduler steps
-            elapsed = time.perf_counter() - state.start_time
+            elapsed = state.elapsed()  # seconds on the run's clock (config.budget_clock)
             log.log_step(dict(entry, elapsed_s=round(elapsed, 3)))
             if _due(config.eval_every, state.step):
                 validate(state, valid_data, log)
@@ -231,7 +230,7 @@ def train(
             state.model.record_attention(False)
     return TrainResult(
         step=state.step, history=log.history, valid_history=log.valid_history,
-        elapsed_s=time.perf_counter() - state.start_time, stopped=stopped or "max_steps", checkpoint=state.checkpoint,
+        elapsed_s=state.elapsed(), stopped=stopped or "max_steps", checkpoint=state.checkpoint,
     )
 
 
@@ -277,13 +276,14 @@ def start_training(
             "schedule='noam' needs the model width d_model, but the model has no config.d_model: "
             "give the model a config with d_model, or use schedule='warmup_cosine' or 'warmup_constant'"
         )
-    start_time = time.perf_counter()
+    clock = BUDGET_CLOCKS[config.budget_clock]
+    start_time = clock()
     budget = config.time_budget_s
 
     def time_progress() -> float | None:  # the share of the time budget used: a cosine decay follows it
         if budget is None:
             return None
-        return 1.0 if budget <= 0 else min((time.perf_counter() - start_time) / budget, 1.0)
+        return 1.0 if budget <= 0 else min((clock() - start_time) / budget, 1.0)
 
     ckpt = None
     if resume_from is not None:
@@ -299,7 +299,7 @@ def start_training(
     optimizer = build_optimizer(module, config)
     scheduler = build_scheduler(optimizer, config, d_model, time_progress)
     autocast, scaler = mixed_precision(config.amp, device)
-    state = TrainState(config, module, ddp_model, optimizer, scheduler, scaler, autocast, device, rank, world, start_time=start_time)
+    state = TrainState(config, module, ddp_model, optimizer, scheduler, scaler, autocast, device, rank, world, start_time=start_time, clock=clock)
     if ckpt is not None:
         optimizer.load_state_dict(ckpt["optimizer"])
         scheduler.load_state_dict(ckpt["scheduler"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -40,7 +41,8 @@ class TrainState:
             checkpoints as the data position).
         pending_rng: the random states of the checkpoint resumed from, until
             :func:`step_batches` restores them.
-        start_time: ``time.perf_counter()`` when the run started.
+        start_time: ``clock()`` when the run started.
+        clock: the clock of ``config.budget_clock`` (``time.perf_counter`` or ``time.process_time``).
         checkpoint: the last checkpoint file written, or ``None``.
         checkpoint_step: the step of the last :func:`save_train_state` call (-1: none).
     """
@@ -61,5 +63,10 @@ class TrainState:
     position: dict[str, int] = field(default_factory=dict)
     pending_rng: dict[str, Any] | None = None
     start_time: float = 0.0
+    clock: Callable[[], float] = time.perf_counter
     checkpoint: str | None = None
     checkpoint_step: int = -1
+
+    def elapsed(self) -> float:
+        """Seconds of training so far, on the run's clock (``config.budget_clock``)."""
+        return self.clock() - self.start_time

@@ -506,6 +506,24 @@ def test_time_budget_stops_early():
     assert result.stopped == "time_budget" and result.step == 1
 
 
+def test_cpu_budget_clock_does_not_count_sleep():
+    """budget_clock="cpu" counts this process's CPU time: five steps whose batches each take 0.2 s of sleep to
+    arrive fit a 0.5 s budget, while the wall clock stops the same run after at most three."""
+    import time
+
+    def sleepy(epoch):
+        for _ in range(5):
+            time.sleep(0.2)
+            yield make_batch(2, 4, 4)
+
+    wall = train(tiny_model(), sleepy, base_config(max_steps=5, time_budget_s=0.5), device="cpu")
+    cpu = train(tiny_model(), sleepy, base_config(max_steps=5, time_budget_s=0.5, budget_clock="cpu"), device="cpu")
+    assert wall.stopped == "time_budget" and wall.step <= 3
+    assert cpu.step == 5 and cpu.stopped == "max_steps"
+    with pytest.raises(ValueError, match="budget_clock"):
+        base_config(budget_clock="gpu")
+
+
 def test_resume_is_exact_with_a_course_data_loader(tmp_path):
     # A DataLoader draws from the global random generator whenever an
     # iterator is created; resuming must not let that shift the dropout masks.
